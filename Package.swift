@@ -1,0 +1,49 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+// Module layout (see README "Architecture"): only FFmpegBridge imports CFFmpeg;
+// MediaCore is pure Swift; Transcoder builds the ladder engine on both.
+let package = Package(
+    name: "abr-worker",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "abr-worker", targets: ["abr-worker"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CFFmpeg",
+            pkgConfig: "libavcodec",
+            providers: [.apt(["libavcodec-dev", "libavformat-dev", "libswscale-dev", "libavutil-dev", "libx264-dev"])]
+        ),
+        .target(name: "MediaCore"),
+        .target(
+            name: "FFmpegBridge",
+            dependencies: ["CFFmpeg", "MediaCore"]
+        ),
+        .target(
+            name: "Transcoder",
+            dependencies: [
+                "FFmpegBridge", "MediaCore",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "abr-worker",
+            dependencies: [
+                "Transcoder", "MediaCore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(name: "MediaCoreTests", dependencies: ["MediaCore"]),
+        .testTarget(
+            name: "TranscoderTests",
+            dependencies: ["Transcoder", "MediaCore", "FFmpegBridge", "abr-worker"]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

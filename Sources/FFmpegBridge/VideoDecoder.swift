@@ -1,0 +1,55 @@
+import CFFmpeg
+
+/// Decodes one video stream (libavcodec). Outcomes that are not failures (needs more input,
+/// fully drained) are values, not errors.
+///
+/// Confined to the ingest thread.
+public final class VideoDecoder {
+    private var context: UnsafeMutablePointer<AVCodecContext>?
+    private let timeBase: Rational
+
+    public enum Step {
+        case frame(Frame)
+        case needsInput
+        case drained
+    }
+
+    public init(stream: StreamInfo, threads: Int) throws(FFmpegError) {
+        let par = stream.parameters.pointer
+        guard let codec = avcodec_find_decoder(par.pointee.codec_id) else {
+            throw FFmpegError(operation: "avcodec_find_decoder", message: "no decoder for \(stream.codecName)")
+        }
+        guard let context = avcodec_alloc_context3(codec) else {
+            throw FFmpegError(operation: "avcodec_alloc_context3", message: "out of memory")
+        }
+        self.context = context
+        self.timeBase = stream.timeBase
+        try check(avcodec_parameters_to_context(context, par), "avcodec_parameters_to_context")
+        context.pointee.pkt_timebase = stream.timeBase.av
+        context.pointee.thread_count = Int32(max(1, threads))
+        context.pointee.thread_type = FF_THREAD_FRAME | FF_THREAD_SLICE
+        try check(avcodec_open2(context, codec, nil), "cannot open \(stream.codecName) decoder")
+    }
+
+    deinit {
+        avcodec_free_context(&context)
+    }
+
+    /// Feeds one packet, or nil to start draining. Bad data is reported as an error the caller
+    /// may count and skip; the decoder stays usable.
+    public func send(_ packet: Packet?) throws(FFmpegError) {
+        let code = avcodec_send_packet(context, packet?.pointer)
+        if code == cffmpeg_averror_eagain() || code == cffmpeg_averror_eof() { return }
+        try check(code, "cannot decode video packet")
+    }
+
+    /// Receives the next decoded frame into `frame` (reusing its allocation).
+    public func receive(into frame: Frame) throws(FFmpegError) -> Step {
+        frame.unreference()
+        let code = avcodec_receive_frame(context, frame.pointer)
+        if code == cffmpeg_averror_eagain() { return .needsInput }
+        if code == cffmpeg_averror_eof() { return .drained }
+        try check(code, "cannot decode video frame")
+        return .frame(frame)
+    }
+}

@@ -1,0 +1,66 @@
+/// The bandwidth hints published with a ladder (`abr.json`): what an edge or player needs to put
+/// each subscriber on the variant its bandwidth can carry.
+public struct BandwidthHints: Sendable, Hashable, Codable {
+    public struct VariantHint: Sendable, Hashable, Codable {
+        public var streamGuid: String
+        public var abrLevel: Int
+        public var width: Int
+        public var height: Int
+        public var frameRate: Double
+        public var codecs: String
+        public var declaredBitRate: Int
+        public var averageBitRate: Int
+        public var peakBitRate: Int
+        public var passthrough: Bool
+        /// Move a subscriber up to this variant only when its estimate is above this (bit/s).
+        public var upswitchAboveBitRate: Int
+        /// Move a subscriber on this variant down when its estimate falls below this (bit/s).
+        public var downswitchBelowBitRate: Int
+
+        public init(streamGuid: String, abrLevel: Int, width: Int, height: Int, frameRate: Double, codecs: String,
+                    declaredBitRate: Int, averageBitRate: Int, peakBitRate: Int, passthrough: Bool,
+                    upswitchAboveBitRate: Int = 0, downswitchBelowBitRate: Int = 0) {
+            self.streamGuid = streamGuid
+            self.abrLevel = abrLevel
+            self.width = width
+            self.height = height
+            self.frameRate = frameRate
+            self.codecs = codecs
+            self.declaredBitRate = declaredBitRate
+            self.averageBitRate = averageBitRate
+            self.peakBitRate = peakBitRate
+            self.passthrough = passthrough
+            self.upswitchAboveBitRate = upswitchAboveBitRate
+            self.downswitchBelowBitRate = downswitchBelowBitRate
+        }
+    }
+
+    public var streamGuid: String
+    /// Seconds between IDRs (the grid interval, or the source's longest GOP when following it).
+    public var keyframeInterval: Double
+    /// Ordered by `abrLevel` ascending.
+    public var variants: [VariantHint]
+
+    /// hls.js climbs only when 0.7 × estimate exceeds a level's bit rate, and Red5's edge
+    /// upgrades with a 0.35 margin: a subscriber needs ~1/0.7 of a variant's rate to move up.
+    public static let upswitchFactor = 0.7
+    /// hls.js stays on a level while 0.95 × estimate exceeds its bit rate.
+    public static let downswitchFactor = 0.95
+
+    /// Builds the hints and fills in the switch thresholds:
+    /// `required = max(declared, measured average)`, forced strictly decreasing with the level number;
+    /// `upswitchAbove = ceil(required / 0.7)`, `downswitchBelow = ceil(required / 0.95)`.
+    public init(streamGuid: String, keyframeInterval: Double, variants: [VariantHint]) {
+        self.streamGuid = streamGuid
+        self.keyframeInterval = keyframeInterval
+        var sorted = variants.sorted { $0.abrLevel < $1.abrLevel }
+        var below = 0
+        for index in sorted.indices.reversed() {
+            let required = max(sorted[index].declaredBitRate, sorted[index].averageBitRate, below + 1)
+            sorted[index].upswitchAboveBitRate = Int((Double(required) / Self.upswitchFactor).rounded(.up))
+            sorted[index].downswitchBelowBitRate = Int((Double(required) / Self.downswitchFactor).rounded(.up))
+            below = required
+        }
+        self.variants = sorted
+    }
+}

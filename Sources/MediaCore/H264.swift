@@ -1,0 +1,134 @@
+/// H.264 bitstream facts needed for packaging and hints (ITU-T H.264 §7.3).
+public enum H264 {
+    public enum NALType: UInt8, Sendable {
+        case nonIDRSlice = 1
+        case idrSlice = 5
+        case sei = 6
+        case sps = 7
+        case pps = 8
+        case accessUnitDelimiter = 9
+    }
+
+    /// Splits an Annex B byte stream (00 00 01 / 00 00 00 01 start codes) into NAL units,
+    /// without their start codes. Trailing zero bytes belong to the next start code.
+    public static func annexBUnits(_ bytes: [UInt8]) -> [ArraySlice<UInt8>] {
+        var units: [ArraySlice<UInt8>] = []
+        var index = 0
+        var unitStart: Int? = nil
+        let count = bytes.count
+        while index + 2 < count {
+            if bytes[index] == 0, bytes[index + 1] == 0, bytes[index + 2] == 1 {
+                if let start = unitStart {
+                    var end = index
+                    while end > start, bytes[end - 1] == 0 { end -= 1 }
+                    if end > start { units.append(bytes[start..<end]) }
+                }
+                index += 3
+                unitStart = index
+            } else {
+                index += 1
+            }
+        }
+        if let start = unitStart, start < count {
+            units.append(bytes[start..<count])
+        }
+        return units
+    }
+
+    /// Splits length-prefixed NAL units (the MP4/avcC form) with the given length size.
+    public static func lengthPrefixedUnits(_ bytes: [UInt8], lengthSize: Int = 4) -> [ArraySlice<UInt8>]? {
+        var units: [ArraySlice<UInt8>] = []
+        var index = 0
+        while index < bytes.count {
+            guard index + lengthSize <= bytes.count else { return nil }
+            var length = 0
+            for offset in 0..<lengthSize { length = length << 8 | Int(bytes[index + offset]) }
+            index += lengthSize
+            guard length > 0, index + length <= bytes.count else { return nil }
+            units.append(bytes[index..<index + length])
+            index += length
+        }
+        return units
+    }
+
+    /// SPS and PPS NAL units from codec extradata, in either avcC (ISO/IEC 14496-15) or Annex B form.
+    public static func parameterSets(fromExtradata extradata: [UInt8]) -> (sps: [[UInt8]], pps: [[UInt8]]) {
+        if let record = AVCDecoderConfigurationRecord(extradata) {
+            return (record.sequenceParameterSets, record.pictureParameterSets)
+        }
+        let units = annexBUnits(extradata)
+        return (units.filter { $0.first.map { $0 & 0x1F } == NALType.sps.rawValue }.map(Array.init),
+                units.filter { $0.first.map { $0 & 0x1F } == NALType.pps.rawValue }.map(Array.init))
+    }
+
+    /// The RFC 6381 `avc1.PPCCLL` string from an SPS NAL unit (with its one-byte header):
+    /// profile_idc, the constraint flag byte and level_idc, in hex.
+    public static func codecString(sps: some Collection<UInt8>) -> String? {
+        let bytes = Array(sps)
+        guard bytes.count >= 4, bytes[0] & 0x1F == NALType.sps.rawValue else { return nil }
+        // The first three payload bytes cannot contain an emulation-prevention sequence
+        // unless profile and constraints are both zero, which no real profile is.
+        let payload = removingEmulationPrevention(bytes[1...])
+        guard payload.count >= 3 else { return nil }
+        return "avc1." + payload[0..<3].map { hex2($0) }.joined()
+    }
+
+    /// Removes the 0x03 in every 00 00 03 sequence (§7.4.1) to get the RBSP.
+    public static func removingEmulationPrevention(_ bytes: some Collection<UInt8>) -> [UInt8] {
+        var output: [UInt8] = []
+        output.reserveCapacity(bytes.count)
+        var zeros = 0
+        for byte in bytes {
+            if zeros >= 2, byte == 3 {
+                zeros = 0
+                continue
+            }
+            output.append(byte)
+            zeros = byte == 0 ? zeros + 1 : 0
+        }
+        return output
+    }
+
+    /// Builds Annex B extradata (start code + unit each) from parameter sets.
+    public static func annexB(_ units: [[UInt8]]) -> [UInt8] {
+        units.flatMap { [0, 0, 0, 1] + $0 }
+    }
+
+    static func hex2(_ byte: UInt8) -> String {
+        let digits = Array("0123456789abcdef")
+        return String([digits[Int(byte >> 4)], digits[Int(byte & 0x0F)]])
+    }
+}
+
+/// The `avcC` box payload that MP4 and Matroska carry as H.264 extradata.
+public struct AVCDecoderConfigurationRecord: Sendable, Hashable {
+    public var lengthSize: Int
+    public var sequenceParameterSets: [[UInt8]]
+    public var pictureParameterSets: [[UInt8]]
+
+    public init?(_ bytes: [UInt8]) {
+        guard bytes.count >= 7, bytes[0] == 1 else { return nil }
+        lengthSize = Int(bytes[4] & 0x03) + 1
+        // byte 5 holds the SPS count; the sets start at byte 6.
+        var index = 6
+        func readSets(count: Int) -> [[UInt8]]? {
+            var sets: [[UInt8]] = []
+            for _ in 0..<count {
+                guard index + 2 <= bytes.count else { return nil }
+                let length = Int(bytes[index]) << 8 | Int(bytes[index + 1])
+                index += 2
+                guard index + length <= bytes.count else { return nil }
+                sets.append(Array(bytes[index..<index + length]))
+                index += length
+            }
+            return sets
+        }
+        guard let sps = readSets(count: Int(bytes[5] & 0x1F)) else { return nil }
+        guard index < bytes.count else { return nil }
+        let ppsCount = Int(bytes[index])
+        index += 1
+        guard let pps = readSets(count: ppsCount) else { return nil }
+        sequenceParameterSets = sps
+        pictureParameterSets = pps
+    }
+}

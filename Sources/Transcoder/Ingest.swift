@@ -1,0 +1,191 @@
+import Dispatch
+import FFmpegBridge
+import MediaCore
+
+/// The job's single reading thread: demux, decode once, decide the grid, fan out.
+/// Timestamps are shifted so the first video keyframe's decoding time is zero in every output.
+struct Ingest {
+    let source: MediaInput
+    let video: StreamInfo
+    let audio: AudioTrack?
+    let decoder: VideoDecoder
+    let pipelines: [VariantPipeline]
+    var grid: KeyframeGrid
+    let started: DispatchTime
+    let progress: ((JobProgress) -> Void)?
+
+    private(set) var videoPackets = 0
+    private(set) var skippedLeadingPackets = 0
+    private(set) var decodedFrames = 0
+    private(set) var decodeErrors = 0
+    private(set) var sourceKeyframeTimes: [Double] = []
+    private(set) var mediaSeconds = 0.0
+
+    /// Origin in each stream's time base, set by the first video keyframe.
+    private var videoOrigin: Int64?
+    private var originSeconds = 0.0
+    private var audioBeforeOrigin: [Packet] = []
+    /// Grid decisions taken on keyframe packets, waiting for their decoded frames (follow-source mode).
+    private var decisionsByPTS: [Int64: KeyframeGrid.Decision] = [:]
+    private var lastProgress = DispatchTime(uptimeNanoseconds: 0)
+    private var frameDuration: Double
+
+    init(source: MediaInput, video: StreamInfo, audio: AudioTrack?, decoder: VideoDecoder, pipelines: [VariantPipeline],
+         grid: KeyframeGrid, started: DispatchTime, progress: ((JobProgress) -> Void)?) {
+        self.source = source
+        self.video = video
+        self.audio = audio
+        self.decoder = decoder
+        self.pipelines = pipelines
+        self.grid = grid
+        self.started = started
+        self.progress = progress
+        self.frameDuration = 1 / LadderJob.plausibleFrameRate(video.frameRate)
+    }
+
+    private var followsSource: Bool {
+        if case .followSource = grid.mode { return true }
+        return false
+    }
+
+    private var passthrough: VariantPipeline? { pipelines.first { $0.isPassthrough } }
+    private var encoders: [VariantPipeline] { pipelines.filter { !$0.isPassthrough } }
+
+    mutating func run() throws(TranscodeError) {
+        let passthrough = self.passthrough
+        let encoders = self.encoders
+        readLoop: while true {
+            if let failure = pipelines.lazy.compactMap({ $0.statistics.failure }).first {
+                throw .failed(failure)
+            }
+            let packet: Packet
+            do {
+                switch try source.read() {
+                case let .packet(p): packet = p
+                case .endOfInput: break readLoop
+                }
+            } catch {
+                throw .badInput("input \(source.url) is corrupted or truncated: \(error.message)")
+            }
+            if packet.streamIndex == video.index {
+                try handleVideo(packet, passthrough: passthrough, encoders: encoders)
+            } else if let audio, packet.streamIndex == audio.stream.index {
+                handleAudio(packet)
+            }
+            reportProgress(force: false)
+        }
+        do {
+            try decoder.send(nil)
+        } catch {
+            decodeErrors += 1
+        }
+        try drainDecoder(encoders: encoders)
+        reportProgress(force: true)
+    }
+
+    private mutating func handleVideo(_ packet: Packet, passthrough: VariantPipeline?, encoders: [VariantPipeline]) throws(TranscodeError) {
+        if videoOrigin == nil {
+            // Nothing before the first keyframe can be decoded or played.
+            guard packet.isKeyframe else {
+                skippedLeadingPackets += 1
+                return
+            }
+            let dts = packet.dts != noTimestamp ? packet.dts : packet.pts
+            let origin = packet.pts != noTimestamp ? min(dts, packet.pts) : dts
+            videoOrigin = origin
+            originSeconds = video.timeBase.seconds(origin)
+            let held = audioBeforeOrigin
+            audioBeforeOrigin.removeAll()
+            held.forEach { handleAudio($0) }
+        }
+        shift(packet, by: videoOrigin!)
+        videoPackets += 1
+        var decision = KeyframeGrid.Decision.none
+        if packet.isKeyframe, followsSource, packet.pts != noTimestamp {
+            let time = video.timeBase.seconds(packet.pts)
+            decision = grid.decide(time: time, isSourceKeyframe: true)
+            decisionsByPTS[packet.pts] = decision
+            sourceKeyframeTimes.append(time)
+        }
+        do {
+            try decoder.send(packet)
+        } catch {
+            // A damaged packet costs its own frame (or a GOP); the stream goes on.
+            decodeErrors += 1
+        }
+        passthrough?.submit(.packet(packet, decision))
+        try drainDecoder(encoders: encoders)
+    }
+
+    private mutating func handleAudio(_ packet: Packet) {
+        guard let videoOrigin else {
+            if audioBeforeOrigin.count < VariantOutput.maximumPendingAudio { audioBeforeOrigin.append(packet) }
+            return
+        }
+        let origin = video.timeBase.rescale(videoOrigin, to: packet.timeBase)
+        shift(packet, by: origin)
+        guard packet.pts == noTimestamp || packet.pts >= 0 else { return }
+        audio?.prepare(packet)
+        for pipeline in pipelines {
+            guard let reference = try? packet.reference() else { continue }
+            pipeline.submit(.audio(reference))
+        }
+    }
+
+    private mutating func drainDecoder(encoders: [VariantPipeline]) throws(TranscodeError) {
+        let frame: Frame
+        do {
+            frame = try Frame()
+        } catch {
+            throw .failed(error.description)
+        }
+        while true {
+            let step: VideoDecoder.Step
+            do {
+                step = try decoder.receive(into: frame)
+            } catch {
+                decodeErrors += 1
+                continue
+            }
+            guard case let .frame(decoded) = step else { return }
+            decodedFrames += 1
+            let pts = decoded.pts
+            let time = video.timeBase.seconds(pts)
+            mediaSeconds = max(mediaSeconds, time + frameDuration)
+            let decision: KeyframeGrid.Decision
+            if followsSource {
+                decision = decisionsByPTS.removeValue(forKey: pts) ?? .none
+                // Decisions for frames the decoder never produced must not pile up.
+                if decisionsByPTS.count > 64 { decisionsByPTS = decisionsByPTS.filter { $0.key > pts } }
+            } else {
+                decision = grid.decide(time: time, isSourceKeyframe: decoded.isKeyframe)
+            }
+            for pipeline in encoders {
+                do {
+                    pipeline.submit(.frame(try decoded.reference(), decision))
+                } catch {
+                    throw .failed(error.description)
+                }
+            }
+        }
+    }
+
+    private func shift(_ packet: Packet, by origin: Int64) {
+        if packet.pts != noTimestamp { packet.pts -= origin }
+        if packet.dts != noTimestamp { packet.dts -= origin }
+    }
+
+    private mutating func reportProgress(force: Bool) {
+        guard let progress else { return }
+        let now = DispatchTime.now()
+        guard force || now.uptimeNanoseconds - lastProgress.uptimeNanoseconds > 500_000_000 else { return }
+        lastProgress = now
+        let wall = Double(now.uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
+        progress(JobProgress(
+            sourceFrames: decodedFrames, mediaSeconds: mediaSeconds, wallSeconds: wall,
+            variants: pipelines.map {
+                let s = $0.statistics
+                return .init(level: $0.variant.level, frames: s.framesOut, dropped: s.dropped, bitRate: s.averageBitRate)
+            }))
+    }
+}

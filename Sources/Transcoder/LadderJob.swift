@@ -1,0 +1,216 @@
+import Dispatch
+import Foundation
+import FFmpegBridge
+import Logging
+import MediaCore
+
+/// Turns one top variant into a whole ABR ladder: decode once, one pipeline per variant on its
+/// own queue, one keyframe grid for all, MP4 + HLS + bandwidth hints out.
+///
+/// `run` does the ingest on the calling thread and returns when every output is written.
+public final class LadderJob {
+    public let ladder: Ladder
+    public let input: String
+    public let outputDirectory: URL
+    public let options: TranscodeOptions
+    private let logger: Logger
+
+    public init(ladder: Ladder, input: String, outputDirectory: URL, options: TranscodeOptions = TranscodeOptions(),
+                logger: Logger = Logger(label: "abr.transcoder")) {
+        self.ladder = ladder
+        self.input = input
+        self.outputDirectory = outputDirectory
+        self.options = options
+        self.logger = logger
+    }
+
+    /// Source bit rates up to this multiple of the top's declared rate still count as matching it.
+    public static let passthroughBitRateTolerance = 1.2
+
+    public func run(progress: ((JobProgress) -> Void)? = nil) throws(TranscodeError) -> TranscodeReport {
+        let started = DispatchTime.now()
+        let source: MediaInput
+        do {
+            source = try MediaInput(url: input)
+        } catch {
+            throw .badInput("cannot open input \(input): \(error.message)")
+        }
+        guard let video = source.bestVideoStream else {
+            throw .badInput("input \(input) has no video stream (found: \(source.streams.map(\.codecName).joined(separator: ", ")))")
+        }
+        guard video.width > 0, video.height > 0 else {
+            throw .badInput("input \(input): video stream \(video.index) (\(video.codecName)) has no picture size; it cannot be decoded")
+        }
+        let audio: AudioTrack?
+        do {
+            audio = try source.streams.first { $0.kind == .audio }.flatMap { try AudioTrack(stream: $0) }
+        } catch {
+            throw .failed("cannot prepare audio: \(error)")
+        }
+        if audio == nil, let other = source.streams.first(where: { $0.kind == .audio }) {
+            logger.warning("audio codec \(other.codecName) cannot be carried in MP4; variants will have no audio")
+        }
+
+        let passthroughTop = try decideTopPassthrough(video: video, source: source, audio: audio)
+        let frameRate = Self.plausibleFrameRate(video.frameRate)
+        let encoded = ladder.variants.filter { !(passthroughTop && $0.level == 1) }
+        let threads = ThreadPlan.make(cores: ProcessInfo.processInfo.activeProcessorCount, encoded: encoded, override: options.threads)
+
+        let decoder: VideoDecoder
+        do {
+            decoder = try VideoDecoder(stream: video, threads: threads.decoderThreads)
+        } catch {
+            throw .badInput("input \(input): cannot decode \(video.codecName) video: \(error.message)")
+        }
+
+        let directory: OutputDirectory
+        do {
+            directory = try OutputDirectory(outputDirectory)
+        } catch {
+            throw .failed("cannot create output directory \(outputDirectory.path): \(error.localizedDescription)")
+        }
+        let pipelines = ladder.variants.map { variant in
+            let output = VariantOutput(
+                paths: .init(mp4: directory.staging.appendingPathComponent("\(ladder.name)_\(variant.level).mp4"),
+                             hlsDirectory: directory.staging.appendingPathComponent("hls/\(ladder.name)_\(variant.level)")),
+                audio: audio, frameRate: frameRate)
+            let work: VariantPipeline.Work
+            if passthroughTop, variant.level == 1 {
+                work = .passthrough((try? video.parameters.copy()) ?? video.parameters, timeBase: video.timeBase)
+            } else {
+                work = .encode(H264EncoderSettings(
+                    width: variant.width, height: variant.height, bitRate: variant.bitRate,
+                    timeBase: video.timeBase, frameRate: video.frameRate.isValid ? video.frameRate : Rational(Int32(frameRate.rounded()), 1),
+                    preset: options.preset, threads: threads.encoderThreads[variant.level] ?? 1))
+            }
+            return VariantPipeline(variant: variant, work: work, output: output, policy: options.backpressure,
+                                   inboxCapacity: options.inboxCapacity)
+        }
+
+        var ingest = Ingest(
+            source: source, video: video, audio: audio, decoder: decoder, pipelines: pipelines,
+            grid: KeyframeGrid(mode: passthroughTop ? .followSource(minimumSegment: options.keyframeInterval) : .interval(options.keyframeInterval)),
+            started: started, progress: progress)
+        do {
+            try ingest.run()
+        } catch {
+            let group = DispatchGroup()
+            pipelines.forEach { $0.finish(group: group) }
+            group.wait()
+            directory.abandon()
+            throw error
+        }
+
+        // Everything below reads pipeline state after `group.wait()`, which orders it after their queues' work.
+        let group = DispatchGroup()
+        pipelines.forEach { $0.finish(group: group) }
+        group.wait()
+        if let failure = pipelines.compactMap({ $0.statistics.failure }).first {
+            directory.abandon()
+            throw .failed(failure)
+        }
+        if ingest.decodedFrames == 0 {
+            directory.abandon()
+            throw .badInput("input \(input): no video frame could be decoded (\(ingest.decodeErrors) decode errors)")
+        }
+        if video.frameCount > 0, ingest.videoPackets + ingest.skippedLeadingPackets < video.frameCount {
+            directory.abandon()
+            throw .badInput("input \(input) is truncated: its index lists \(video.frameCount) video frames but only \(ingest.videoPackets + ingest.skippedLeadingPackets) could be read")
+        }
+
+        let wall = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
+        let keyframeInterval = passthroughTop ? Self.longestGap(ingest.sourceKeyframeTimes, fallback: options.keyframeInterval) : options.keyframeInterval
+        do {
+            let report = try writeSummary(directory: directory, pipelines: pipelines, ingest: ingest, frameRate: frameRate,
+                                          keyframeInterval: keyframeInterval, decoderThreads: threads.decoderThreads, wall: wall)
+            try directory.commit(lastItem: "report.json")
+            return report
+        } catch {
+            directory.abandon()
+            throw .failed("cannot write outputs to \(outputDirectory.path): \(error)")
+        }
+    }
+
+    private func decideTopPassthrough(video: StreamInfo, source: MediaInput, audio: AudioTrack?) throws(TranscodeError) -> Bool {
+        let top = ladder.top
+        switch options.topMode {
+        case .encode:
+            return false
+        case .passthrough:
+            guard video.parameters.isH264 else {
+                throw .failed("--top passthrough needs an H.264 source (got \(video.codecName))")
+            }
+            return true
+        case .auto:
+            guard video.parameters.isH264, video.width == top.width, video.height == top.height else { return false }
+            var bitRate = video.bitRate
+            if bitRate == 0, source.bitRate > 0 {
+                bitRate = source.bitRate - (audio?.stream.bitRate ?? 0)
+            }
+            // An unknown rate (a live pull) counts as matching: the publisher was told the top's rate.
+            return bitRate == 0 || Double(bitRate) <= Double(top.bitRate) * Self.passthroughBitRateTolerance
+        }
+    }
+
+    static func plausibleFrameRate(_ rate: Rational) -> Double {
+        let value = rate.doubleValue
+        return value > 0 && value <= 240 ? value : 30
+    }
+
+    static func longestGap(_ times: [Double], fallback: Double) -> Double {
+        let gaps = zip(times, times.dropFirst()).map { $1 - $0 }
+        guard let longest = gaps.max() else { return fallback }
+        return (longest * 1000).rounded() / 1000
+    }
+
+    private func writeSummary(directory: OutputDirectory, pipelines: [VariantPipeline], ingest: Ingest, frameRate: Double,
+                              keyframeInterval: Double, decoderThreads: Int, wall: Double) throws -> TranscodeReport {
+        let targetDuration = Double(HLSMediaPlaylist.targetDuration(for: pipelines.flatMap { $0.output.segments.map(\.duration) }))
+        var hints: [BandwidthHints.VariantHint] = []
+        var entries: [HLSMasterPlaylist.Entry] = []
+        var variantReports: [TranscodeReport.VariantReport] = []
+        for pipeline in pipelines {
+            let variant = pipeline.variant
+            let output = pipeline.output
+            let statistics = pipeline.statistics
+            let average = output.meter.averageBitRate
+            let peak = output.meter.peakBitRate(targetDuration: targetDuration)
+            hints.append(BandwidthHints.VariantHint(
+                streamGuid: variant.streamGuid, abrLevel: variant.level, width: variant.width, height: variant.height,
+                frameRate: (frameRate * 1000).rounded() / 1000, codecs: output.codecs, declaredBitRate: variant.bitRate,
+                averageBitRate: average, peakBitRate: peak, passthrough: pipeline.isPassthrough))
+            entries.append(HLSMasterPlaylist.Entry(
+                uri: "\(ladder.name)_\(variant.level)/\(HLSVariantWriter.playlistName)", bandwidth: peak, averageBandwidth: average,
+                width: variant.width, height: variant.height, frameRate: frameRate, codecs: output.codecs))
+            variantReports.append(TranscodeReport.VariantReport(
+                streamGuid: variant.streamGuid, abrLevel: variant.level, width: variant.width, height: variant.height,
+                frames: output.frames, keyframes: output.keyframes, droppedFrames: statistics.dropped,
+                passthrough: pipeline.isPassthrough, averageBitRate: average, peakBitRate: peak, declaredBitRate: variant.bitRate,
+                encodeFps: statistics.busySeconds > 0 ? (Double(output.frames) / statistics.busySeconds * 10).rounded() / 10 : 0,
+                segments: output.segments.count, codecs: output.codecs))
+        }
+        // Listed by level, not by measured peak, so the top leads even when a passed-through source is lean.
+        let master = HLSMasterPlaylist(entries: entries)
+        try master.render().write(to: directory.staging.appendingPathComponent("hls/master.m3u8"), atomically: true, encoding: .utf8)
+
+        let bandwidthHints = BandwidthHints(streamGuid: ladder.streamGuid, keyframeInterval: keyframeInterval, variants: hints)
+        try JSONOutput.write(bandwidthHints, to: directory.staging.appendingPathComponent("abr.json"))
+
+        let duration = ingest.mediaSeconds
+        let report = TranscodeReport(
+            input: input, streamGuid: ladder.streamGuid, sourceFrames: ingest.decodedFrames,
+            duration: (duration * 1000).rounded() / 1000, wallSeconds: (wall * 1000).rounded() / 1000,
+            speed: wall > 0 ? (duration / wall * 100).rounded() / 100 : 0, decodeErrors: ingest.decodeErrors,
+            keyframeInterval: keyframeInterval, decoderThreads: decoderThreads, variants: variantReports)
+        try JSONOutput.write(report, to: directory.staging.appendingPathComponent("report.json"))
+        return report
+    }
+}
+
+enum JSONOutput {
+    static func write(_ value: some Encodable, to url: URL) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        try (encoder.encode(value) + Data("\n".utf8)).write(to: url, options: .atomic)
+    }
+}

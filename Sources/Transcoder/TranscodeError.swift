@@ -1,0 +1,20 @@
+import FFmpegBridge
+
+/// Why a transcode failed, sorted by who can fix it; the CLI maps these to exit codes.
+public enum TranscodeError: Error, Sendable, CustomStringConvertible {
+    /// The input cannot be opened, has no usable video, or is truncated or corrupted (exit 3).
+    case badInput(String)
+    /// Anything else: output not writable, an encoder failing (exit 1).
+    case failed(String)
+
+    public var description: String {
+        switch self {
+        case let .badInput(message): return message
+        case let .failed(message): return message
+        }
+    }
+
+    static func from(_ error: FFmpegError) -> TranscodeError {
+        .failed(error.description)
+    }
+}

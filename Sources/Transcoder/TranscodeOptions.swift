@@ -1,0 +1,68 @@
+import MediaCore
+
+/// Whether the top variant is the publisher's own stream or re-encoded.
+public enum TopVariantMode: String, Sendable, CaseIterable {
+    /// Pass through when the source is H.264 at the top's size and at most 1.2× its bit rate.
+    case auto
+    case passthrough
+    case encode
+}
+
+/// What an inbox does when its variant falls behind.
+public enum BackpressurePolicy: Sendable {
+    /// Offline: the ingest waits, so every variant gets every frame.
+    case block
+    /// Live: the lagging variant drops frames (counted) until the next grid IDR; ingest never waits.
+    case dropUntilKeyframe
+}
+
+public struct TranscodeOptions: Sendable {
+    public var preset: String
+    public var topMode: TopVariantMode
+    /// Seconds between IDRs on the time grid, and the minimum segment when following source keyframes.
+    public var keyframeInterval: Double
+    /// Overrides the decoder's and every encoder's thread count.
+    public var threads: Int?
+    public var backpressure: BackpressurePolicy
+    /// Frames a variant may hold queued before backpressure applies.
+    public var inboxCapacity: Int
+
+    public init(preset: String = "veryfast", topMode: TopVariantMode = .auto, keyframeInterval: Double = 2,
+                threads: Int? = nil, backpressure: BackpressurePolicy = .block, inboxCapacity: Int = 8) {
+        self.preset = preset
+        self.topMode = topMode
+        self.keyframeInterval = keyframeInterval
+        self.threads = threads
+        self.backpressure = backpressure
+        self.inboxCapacity = inboxCapacity
+    }
+
+    /// x264 presets libx264 accepts.
+    public static let presets = ["ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow", "placebo"]
+}
+
+/// How many threads the decoder and each encoder get, so that together they fill the machine
+/// without each library assuming it has every core to itself.
+public struct ThreadPlan: Sendable, Hashable {
+    public var decoderThreads: Int
+    /// Per encoded variant level.
+    public var encoderThreads: [Int: Int]
+
+    /// - Decoder: `min(cores, 2)`: H.264 decoding is a small share of a ladder's work, and more
+    ///   frame threads only add latency and memory.
+    /// - Each x264: `max(1, round(cores × its share of encoded pixels))`: the variants already
+    ///   run in parallel on their own queues, so x264's own threads are only worth it for a
+    ///   rung that dominates the work (or a single encoded rung).
+    public static func make(cores: Int, encoded: [Variant], override: Int?) -> ThreadPlan {
+        if let override {
+            return ThreadPlan(decoderThreads: override, encoderThreads: Dictionary(uniqueKeysWithValues: encoded.map { ($0.level, override) }))
+        }
+        let totalPixels = encoded.reduce(0) { $0 + $1.pixelCount }
+        var plan: [Int: Int] = [:]
+        for variant in encoded {
+            let share = totalPixels > 0 ? Double(variant.pixelCount) / Double(totalPixels) : 1
+            plan[variant.level] = max(1, Int((Double(cores) * share).rounded()))
+        }
+        return ThreadPlan(decoderThreads: max(1, min(cores, 2)), encoderThreads: plan)
+    }
+}

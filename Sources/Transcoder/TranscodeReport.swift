@@ -1,0 +1,53 @@
+import MediaCore
+
+/// `report.json`: what a run did, for operators and for tests.
+public struct TranscodeReport: Sendable, Codable {
+    public struct VariantReport: Sendable, Codable {
+        public var streamGuid: String
+        public var abrLevel: Int
+        public var width: Int
+        public var height: Int
+        public var frames: Int
+        public var keyframes: Int
+        public var droppedFrames: Int
+        public var passthrough: Bool
+        public var averageBitRate: Int
+        public var peakBitRate: Int
+        public var declaredBitRate: Int
+        public var encodeFps: Double
+        public var segments: Int
+        public var codecs: String
+    }
+
+    public var input: String
+    public var streamGuid: String
+    public var sourceFrames: Int
+    /// Seconds of source media transcoded.
+    public var duration: Double
+    public var wallSeconds: Double
+    /// Source seconds per wall second.
+    public var speed: Double
+    public var decodeErrors: Int
+    public var keyframeInterval: Double
+    public var decoderThreads: Int
+    public var variants: [VariantReport]
+}
+
+/// A snapshot for a progress line.
+public struct JobProgress: Sendable {
+    public struct VariantProgress: Sendable {
+        public var level: Int
+        public var frames: Int
+        public var dropped: Int
+        /// Bits per second over what this variant has written so far.
+        public var bitRate: Int
+    }
+
+    public var sourceFrames: Int
+    public var mediaSeconds: Double
+    public var wallSeconds: Double
+    public var variants: [VariantProgress]
+
+    public var fps: Double { wallSeconds > 0 ? Double(sourceFrames) / wallSeconds : 0 }
+    public var speed: Double { wallSeconds > 0 ? mediaSeconds / wallSeconds : 0 }
+}

@@ -1,0 +1,181 @@
+import Dispatch
+import Foundation
+import FFmpegBridge
+import MediaCore
+import Synchronization
+
+/// One variant's work on its own serial queue behind a bounded inbox: scale → encode → package,
+/// or, for a passed-through top, package the source's own packets.
+///
+/// Thread affinity: `submit` and `finish` are called from the ingest thread only; everything
+/// they enqueue runs on `queue`, which alone touches the scaler, encoder and outputs.
+final class VariantPipeline: @unchecked Sendable {
+    // @unchecked: mutable state is either confined to `queue` (codec objects, outputs),
+    // confined to the ingest thread (`awaitingKeyframe`), or inside `state` (a Mutex).
+
+    enum Work {
+        case encode(H264EncoderSettings)
+        case passthrough(CodecParameters, timeBase: Rational)
+    }
+
+    enum Input {
+        case frame(Frame, KeyframeGrid.Decision)
+        case packet(Packet, KeyframeGrid.Decision)
+        case audio(Packet)
+    }
+
+    struct Statistics: Sendable {
+        var framesIn = 0
+        var framesOut = 0
+        var dropped = 0
+        var busySeconds = 0.0
+        /// Measured over the segments finished so far.
+        var averageBitRate = 0
+        var failure: String?
+    }
+
+    let variant: Variant
+    let isPassthrough: Bool
+    private let queue: DispatchQueue
+    private let slots: DispatchSemaphore
+    private let policy: BackpressurePolicy
+    private let state = Mutex(Statistics())
+
+    // Queue-confined.
+    private let work: Work
+    private var scaler: Scaler?
+    private var encoder: H264Encoder?
+    let output: VariantOutput
+    private var pendingSegmentStarts: Set<Int64> = []
+    private var lastPTS = Int64.min
+
+    // Ingest-confined.
+    private var awaitingKeyframe = false
+
+    init(variant: Variant, work: Work, output: VariantOutput, policy: BackpressurePolicy, inboxCapacity: Int) {
+        self.variant = variant
+        self.work = work
+        self.output = output
+        self.policy = policy
+        if case .passthrough = work { isPassthrough = true } else { isPassthrough = false }
+        self.queue = DispatchQueue(label: "abr.variant.\(variant.level)", qos: .userInitiated)
+        self.slots = DispatchSemaphore(value: max(1, inboxCapacity))
+    }
+
+    var statistics: Statistics { state.withLock { $0 } }
+
+    /// Hands one input to the variant. Blocks when the inbox is full under `.block`;
+    /// under `.dropUntilKeyframe` drops it and every following frame up to the next grid IDR.
+    func submit(_ input: Input) {
+        var isVideo = true
+        var isKeyframe = false
+        switch input {
+        case let .frame(_, decision), let .packet(_, decision): isKeyframe = decision.isKeyframe
+        case .audio: isVideo = false
+        }
+        switch policy {
+        case .block:
+            slots.wait()
+        case .dropUntilKeyframe:
+            if isVideo, awaitingKeyframe, !isKeyframe {
+                state.withLock { $0.dropped += 1 }
+                return
+            }
+            guard slots.wait(timeout: .now()) == .success else {
+                if isVideo {
+                    awaitingKeyframe = true
+                    state.withLock { $0.dropped += 1 }
+                }
+                return
+            }
+            if isVideo { awaitingKeyframe = false }
+        }
+        if isVideo { state.withLock { $0.framesIn += 1 } }
+        queue.async { [self] in
+            defer { slots.signal() }
+            guard state.withLock({ $0.failure == nil }) else { return }
+            let started = DispatchTime.now()
+            do {
+                try process(input)
+            } catch {
+                state.withLock { $0.failure = "variant \(variant.streamGuid): \(error)" }
+            }
+            let elapsed = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
+            let framesOut = output.frames
+            let bitRate = output.meter.averageBitRate
+            state.withLock {
+                $0.busySeconds += elapsed
+                $0.framesOut = framesOut
+                $0.averageBitRate = bitRate
+            }
+        }
+    }
+
+    /// Flushes the encoder and closes the outputs; `group` is left when done.
+    func finish(group: DispatchGroup) {
+        group.enter()
+        queue.async { [self] in
+            defer { group.leave() }
+            guard state.withLock({ $0.failure == nil }) else { return }
+            do {
+                if let encoder {
+                    try encoder.send(nil)
+                    try drainEncoder(encoder)
+                }
+                try output.finish()
+                let framesOut = output.frames
+                state.withLock { $0.framesOut = framesOut }
+            } catch {
+                state.withLock { $0.failure = "variant \(variant.streamGuid): \(error)" }
+            }
+        }
+    }
+
+    private func process(_ input: Input) throws {
+        switch input {
+        case let .frame(frame, decision):
+            guard case let .encode(settings) = work else { return }
+            let encoder = try self.encoder ?? makeEncoder(settings)
+            let scaler = try self.scaler ?? Scaler(width: settings.width, height: settings.height)
+            self.scaler = scaler
+            let picture = try scaler.scale(frame)
+            // x264 needs strictly increasing timestamps; a source that repeats one must not stop the job.
+            if picture.pts <= lastPTS { picture.pts = lastPTS + 1 }
+            lastPTS = picture.pts
+            picture.forceKeyframe = decision.isKeyframe
+            if decision.startsSegment { pendingSegmentStarts.insert(picture.pts) }
+            try encoder.send(picture)
+            try drainEncoder(encoder)
+        case let .packet(packet, decision):
+            guard case let .passthrough(parameters, timeBase) = work else { return }
+            if !output.isOpen {
+                // Wait for an IDR: a player cannot start on anything else.
+                guard packet.isKeyframe else { return }
+                if parameters.extradata.isEmpty {
+                    // MPEG-TS and RTSP sources carry SPS/PPS in-band; MP4 needs them in the header.
+                    let units = H264.annexBUnits(packet.bytes)
+                    let sets = units.filter { [7, 8].contains(($0.first ?? 0) & 0x1F) }.map(Array.init)
+                    try parameters.setExtradata(H264.annexB(sets))
+                }
+                try output.open(video: parameters, timeBase: timeBase)
+            }
+            try output.writeVideo(packet, startsSegment: decision.startsSegment)
+        case let .audio(packet):
+            try output.writeAudio(packet)
+        }
+    }
+
+    private func makeEncoder(_ settings: H264EncoderSettings) throws -> H264Encoder {
+        let encoder = try H264Encoder(settings: settings)
+        self.encoder = encoder
+        try output.open(video: try encoder.parameters(), timeBase: settings.timeBase)
+        return encoder
+    }
+
+    private func drainEncoder(_ encoder: H264Encoder) throws {
+        while case let .packet(packet) = try encoder.receive() {
+            let startsSegment = pendingSegmentStarts.remove(packet.pts) != nil
+            try output.writeVideo(packet, startsSegment: startsSegment)
+        }
+    }
+}

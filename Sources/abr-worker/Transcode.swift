@@ -1,0 +1,84 @@
+import ArgumentParser
+import Foundation
+import FFmpegBridge
+import MediaCore
+import Transcoder
+
+struct Transcode: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Transcode a top variant into its whole ABR ladder: MP4 per variant, HLS, abr.json, report.json.")
+
+    @Option(help: "Provision JSON file (Stream Manager 2.0, or a 1.0 meta document).")
+    var provision: String
+
+    @Option(help: "Top stream guid for a Stream Manager 1.0 meta document (default live/<name>).")
+    var streamGuid: String?
+
+    @Option(help: "Source: a media file (mp4, ts, flv, mkv, ...) or an rtsp:// URL (pulled over TCP).")
+    var input: String
+
+    @Option(help: "Output directory.")
+    var output: String
+
+    @Option(help: "x264 preset.")
+    var preset: String = "veryfast"
+
+    @Option(help: "Top variant: auto (pass through when the source matches level 1), passthrough, or encode.")
+    var top: String = "auto"
+
+    @Option(help: "Seconds between IDRs on the time grid (and the shortest segment when following source keyframes).")
+    var keyframeInterval: Double = 2
+
+    @Option(help: "Threads for the decoder and each encoder (default: derived from cores and variants).")
+    var threads: Int?
+
+    @Flag(help: "No progress line and no summary table.")
+    var quiet = false
+
+    func validate() throws {
+        guard TopVariantMode(rawValue: top) != nil else {
+            throw ValidationError("--top must be one of auto, passthrough, encode (got \(top))")
+        }
+        guard TranscodeOptions.presets.contains(preset) else {
+            throw ValidationError("--preset must be an x264 preset: \(TranscodeOptions.presets.joined(separator: ", ")) (got \(preset))")
+        }
+        guard keyframeInterval >= 0.5, keyframeInterval <= 20 else {
+            throw ValidationError("--keyframe-interval must be 0.5 to 20 seconds (got \(keyframeInterval))")
+        }
+        if let threads, !(1...64).contains(threads) {
+            throw ValidationError("--threads must be 1 to 64 (got \(threads))")
+        }
+    }
+
+    func run() throws {
+        let ladder = try loadLadder(path: provision, streamGuid: streamGuid)
+        FFmpegLibrary.setLogLevel(quiet ? .quiet : .error)
+        let options = TranscodeOptions(preset: preset, topMode: TopVariantMode(rawValue: top)!,
+                                       keyframeInterval: keyframeInterval, threads: threads)
+        let job = LadderJob(ladder: ladder, input: input, outputDirectory: URL(fileURLWithPath: output), options: options)
+        let showProgress = !quiet && isatty(STDERR_FILENO) == 1
+        let report = try job.run(progress: showProgress ? { printProgress($0) } : nil)
+        if showProgress { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+        if !quiet { printSummary(report) }
+    }
+
+    private func printProgress(_ progress: JobProgress) {
+        let variants = progress.variants.map { "L\($0.level) \($0.frames)f \(formatBitRate($0.bitRate))\($0.dropped > 0 ? " \($0.dropped) dropped" : "")" }
+        let line = String(format: "\r\u{1B}[K%d frames  %.0f fps  %.2fx  ", progress.sourceFrames, progress.fps, progress.speed)
+            + variants.joined(separator: " | ")
+        FileHandle.standardError.write(Data(line.utf8))
+    }
+
+    private func printSummary(_ report: TranscodeReport) {
+        print(String(format: "%@ → %@: %d frames, %.2f s of media in %.2f s (%.2fx real time)",
+                     report.input, output, report.sourceFrames, report.duration, report.wallSeconds, report.speed))
+        print(Table(
+            header: ["level", "stream guid", "size", "mode", "frames", "IDRs", "declared", "average", "peak", "encode fps"],
+            rows: report.variants.map {
+                ["\($0.abrLevel)", $0.streamGuid, "\($0.width)x\($0.height)", $0.passthrough ? "passthrough" : "x264",
+                 "\($0.frames)", "\($0.keyframes)", formatBitRate($0.declaredBitRate), formatBitRate($0.averageBitRate),
+                 formatBitRate($0.peakBitRate), $0.passthrough ? "-" : String(format: "%.0f", $0.encodeFps)]
+            }).render())
+        print("HLS: \(output)/hls/master.m3u8   hints: \(output)/abr.json   report: \(output)/report.json")
+    }
+}
