@@ -1,0 +1,70 @@
+import MediaCore
+import Testing
+
+@Suite struct H264Tests {
+    /// The SPS of the bundled 720p fixture, as libx264 wrote it (High, level 3.1).
+    static let sps720p: [UInt8] = [0x67, 0x64, 0x00, 0x1f, 0xac, 0xb4, 0x02, 0x80, 0x2d, 0xd8, 0x08, 0x80, 0x00, 0x00,
+                                   0x03, 0x00, 0x80, 0x00, 0x00, 0x1e, 0x07, 0x8c, 0x19, 0x50]
+    /// The SPS of a 640x360 rung this worker encoded (High, level 3.0).
+    static let sps360p: [UInt8] = [0x67, 0x64, 0x00, 0x1e, 0xac, 0xb4, 0x05, 0x01, 0x7f, 0xcb, 0x80, 0x88, 0x00, 0x00,
+                                   0x03, 0x00, 0x08, 0x00, 0x00, 0x03, 0x01, 0xe4, 0x78, 0xb1, 0x75]
+    static let pps: [UInt8] = [0x68, 0xef, 0x3c, 0xb0]
+    /// Constrained Baseline 3.0, as a camera would send it: constraint_set0 and set1 flags on.
+    static let spsBaseline: [UInt8] = [0x67, 0x42, 0xc0, 0x1e, 0xd9, 0x00, 0xa0, 0x47, 0xfe, 0xc8]
+
+    @Test func codecStringFromRealSPS() {
+        #expect(H264.codecString(sps: Self.sps720p) == "avc1.64001f")
+        #expect(H264.codecString(sps: Self.sps360p) == "avc1.64001e")
+        #expect(H264.codecString(sps: Self.spsBaseline) == "avc1.42c01e")
+        #expect(H264.codecString(sps: Self.pps) == nil)
+        #expect(H264.codecString(sps: [0x67, 0x64]) == nil)
+    }
+
+    @Test func parameterSetsFromAnnexBAndAvcC() {
+        let annexB = H264.annexB([Self.sps720p, Self.pps])
+        let fromAnnexB = H264.parameterSets(fromExtradata: annexB)
+        #expect(fromAnnexB.sps == [Self.sps720p])
+        #expect(fromAnnexB.pps == [Self.pps])
+
+        let avcC: [UInt8] = [1, 0x64, 0x00, 0x1f, 0xff, 0xe1, 0x00, UInt8(Self.sps720p.count)] + Self.sps720p
+            + [1, 0x00, UInt8(Self.pps.count)] + Self.pps
+        let record = AVCDecoderConfigurationRecord(avcC)
+        #expect(record?.lengthSize == 4)
+        #expect(record?.sequenceParameterSets == [Self.sps720p])
+        #expect(record?.pictureParameterSets == [Self.pps])
+        #expect(H264.parameterSets(fromExtradata: avcC).sps == [Self.sps720p])
+        // A record cut short is not mistaken for one.
+        #expect(AVCDecoderConfigurationRecord(Array(avcC.prefix(12))) == nil)
+    }
+
+    @Test func splitsAnnexBWithThreeAndFourByteStartCodes() {
+        let stream: [UInt8] = [0, 0, 0, 1, 0x09, 0xf0, 0, 0, 1, 0x65, 0x88, 0x00, 0, 0, 0, 1, 0x41, 0x9a]
+        #expect(H264.annexBUnits(stream).map(Array.init) == [[0x09, 0xf0], [0x65, 0x88], [0x41, 0x9a]])
+        #expect(H264.annexBUnits([1, 2, 3]).isEmpty)
+    }
+
+    @Test func lengthPrefixedUnitsRejectOverruns() {
+        #expect(H264.lengthPrefixedUnits([0, 0, 0, 2, 0x65, 0x88])?.map(Array.init) == [[0x65, 0x88]])
+        #expect(H264.lengthPrefixedUnits([0, 0, 0, 9, 0x65]) == nil)
+    }
+
+    @Test func removesEmulationPrevention() {
+        #expect(H264.removingEmulationPrevention([0x00, 0x00, 0x03, 0x01, 0x00, 0x00, 0x03, 0x00]) == [0, 0, 1, 0, 0, 0])
+    }
+}
+
+@Suite struct ADTSTests {
+    @Test func readsHeaderAndBuildsAudioSpecificConfig() throws {
+        // AAC-LC, 48 kHz (index 3), stereo, 371-byte frame, no CRC.
+        let header: [UInt8] = [0xFF, 0xF1, 0x4C, 0x80, 0x2E, 0x7F, 0xFC]
+        let adts = try #require(ADTSHeader(header))
+        #expect(adts.profile == 1)
+        #expect(adts.samplingFrequencyIndex == 3)
+        #expect(adts.channelConfiguration == 2)
+        #expect(adts.headerLength == 7)
+        #expect(adts.frameLength == 371)
+        #expect(adts.audioSpecificConfig == [0x11, 0x90])
+        #expect(AAC.audioSpecificConfig(objectType: 2, sampleRate: 44100, channels: 2) == [0x12, 0x10])
+        #expect(ADTSHeader([0x00, 0x01, 2, 3, 4, 5, 6]) == nil)
+    }
+}

@@ -1,0 +1,131 @@
+import Foundation
+import MediaCore
+import Testing
+
+/// The repository's `Fixtures/` folder, found from this file so tests run from any directory.
+let fixturesDirectory = URL(fileURLWithPath: #filePath)
+    .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    .appendingPathComponent("Fixtures")
+
+func provisionFixture(_ name: String) throws -> Data {
+    try Data(contentsOf: fixturesDirectory.appendingPathComponent("provisions/\(name)"))
+}
+
+@Suite struct ProvisionParserTests {
+    @Test func readsStreamManager2ArrayWithIgnoredFields() throws {
+        let ladder = try ProvisionParser.parse(try provisionFixture("sm2-3-level.json"))
+        #expect(ladder.streamGuid == "live/stream1")
+        #expect(ladder.name == "stream1")
+        #expect(ladder.variants == [
+            Variant(streamGuid: "live/stream1_1", level: 1, width: 1280, height: 720, bitRate: 2_500_000),
+            Variant(streamGuid: "live/stream1_2", level: 2, width: 854, height: 480, bitRate: 1_000_000),
+            Variant(streamGuid: "live/stream1_3", level: 3, width: 640, height: 360, bitRate: 600_000),
+        ])
+    }
+
+    @Test func readsProvisionGuidObjectAndSortsLevels() throws {
+        let ladder = try ProvisionParser.parse(try provisionFixture("sm2-4-level.json"))
+        #expect(ladder.streamGuid == "live/room1/show")
+        #expect(ladder.name == "show")
+        #expect(ladder.variants.map(\.level) == [1, 2, 3, 4])
+        #expect(ladder.variants.map(\.streamGuid) == (1...4).map { "live/room1/show_\($0)" })
+    }
+
+    @Test func readsStreamManager1MetaWithDefaultAndGivenGuid() throws {
+        let data = try provisionFixture("sm1-meta.json")
+        let ladder = try ProvisionParser.parse(data)
+        #expect(ladder.streamGuid == "live/stream1")
+        #expect(ladder.variants.map(\.streamGuid) == ["live/stream1_1", "live/stream1_2", "live/stream1_3"])
+        #expect(ladder.variants[1].bitRate == 1_000_000)
+
+        let scoped = try ProvisionParser.parse(data, streamGuid: "event/room9/stream1")
+        #expect(scoped.variants.map(\.streamGuid) == ["event/room9/stream1_1", "event/room9/stream1_2", "event/room9/stream1_3"])
+    }
+
+    @Test func acceptsIntegralDoublesButNotFractions() throws {
+        let text = #"{"streamGuid":"live/a","streams":[{"streamGuid":"live/a_1","abrLevel":1.0,"videoParams":{"videoBitRate":1e6,"videoWidth":640,"videoHeight":360}}]}"#
+        let ladder = try ProvisionParser.parse(Array(text.utf8))
+        #expect(ladder.top.bitRate == 1_000_000)
+    }
+
+    /// Every invalid fixture, the JSON path its message must name, and a fragment of the message.
+    static let invalidExpectations: [String: (path: String, message: String)] = [
+        "bitrate-missing.json": ("provision.streams[0].videoParams.videoBitRate", "missing"),
+        "bitrate-not-decreasing.json": ("provision.streams[1].videoParams.videoBitRate", "must be lower than level 1's 2500000 (got 2500000)"),
+        "bitrate-too-high.json": ("provision.streams[0].videoParams.videoBitRate", "(got 80000000)"),
+        "bitrate-too-low.json": ("provision.streams[1].videoParams.videoBitRate", "(got 16000)"),
+        "bitrate-wrong-type.json": ("provision.streams[0].videoParams.videoBitRate", "expected an integer (got \"2500k\")"),
+        "guid-mismatch.json": ("provision.streams[1].streamGuid", "must be \"live/stream1_2\" for level 2 (got \"live/other_2\")"),
+        "height-odd.json": ("provision.streams[1].videoParams.videoHeight", "must be even (got 481)"),
+        "level-duplicate.json": ("provision.streams[2].abrLevel", "duplicates level 2"),
+        "level-gap.json": ("provision.streams[1].abrLevel", "level 2 is missing (got 3)"),
+        "level-not-integer.json": ("provision.streams[1].abrLevel", "expected an integer (got 2.5)"),
+        "level-zero.json": ("provision.streams[0].abrLevel", "must be 1 or more (got 0)"),
+        "no-variants.json": ("provision.streams", "must hold 1 to 10 variants (got 0)"),
+        "not-a-provision.json": ("provision", "expected a provision object or an array holding one"),
+        "not-json.json": ("provision", "not valid JSON at line 2, column 1"),
+        "size-increasing.json": ("provision.streams[1].videoParams.videoWidth", "must not exceed level 1's 1280 (got 1920)"),
+        "size-too-large.json": ("provision.streams[0].videoParams.videoWidth", "(got 8192)"),
+        "size-too-small.json": ("provision.streams[1].videoParams.videoHeight", "(got 8)"),
+        "sm1-missing-height.json": ("meta.stream[1].properties.videoHeight", "missing"),
+        "streams-not-array.json": ("provision.streams", "expected an array (got an object"),
+        "too-many-variants.json": ("provision.streams", "must hold 1 to 10 variants (got 11)"),
+        "top-guid-missing.json": ("provision.streamGuid", "missing"),
+        "top-guid-no-scope.json": ("provision.streamGuid", "at least one '/'"),
+        "two-provisions.json": ("provision", "exactly one provision (got 2)"),
+        "width-odd.json": ("provision.streams[1].videoParams.videoWidth", "must be even (got 853)"),
+    ]
+
+    @Test func everyInvalidFixtureHasAnExpectation() throws {
+        let files = try FileManager.default.contentsOfDirectory(atPath: fixturesDirectory.appendingPathComponent("provisions/invalid").path)
+        #expect(Set(files.filter { $0.hasSuffix(".json") }) == Set(Self.invalidExpectations.keys))
+    }
+
+    @Test(arguments: invalidExpectations.keys.sorted())
+    func invalidFixtureIsRejectedWithPathAndValue(_ file: String) throws {
+        let expected = try #require(Self.invalidExpectations[file])
+        let error = try #require(throws: ProvisionError.self) {
+            try ProvisionParser.parse(try provisionFixture("invalid/\(file)"))
+        }
+        #expect(error.problems.contains { $0.path == expected.path && $0.message.contains(expected.message) },
+                "got: \(error.problems)")
+    }
+
+    @Test func reportsEveryProblemNotJustTheFirst() throws {
+        let text = #"{"streamGuid":"live/s","streams":[{"streamGuid":"live/s_1","abrLevel":1,"videoParams":{"videoBitRate":10,"videoWidth":15,"videoHeight":5000}}]}"#
+        let error = try #require(throws: ProvisionError.self) { try ProvisionParser.parse(Array(text.utf8)) }
+        #expect(Set(error.problems.map(\.path)) == [
+            "provision.streams[0].videoParams.videoBitRate",
+            "provision.streams[0].videoParams.videoWidth",
+            "provision.streams[0].videoParams.videoHeight",
+        ])
+    }
+
+    @Test(arguments: ["", "[]", "null", "{", "[{}]", #"{"meta":[]}"#, #"{"streamGuid":"live/../x","streams":[]}"#,
+                      #"{"streamGuid":"live/a b","streams":[1]}"#, String(repeating: "[", count: 10_000)])
+    func hostileInputGivesAnErrorNotACrash(_ text: String) {
+        #expect(throws: ProvisionError.self) { try ProvisionParser.parse(Array(text.utf8)) }
+    }
+}
+
+@Suite struct JSONReaderTests {
+    @Test func keepsTypesApart() throws {
+        let value = try JSONReader.parse(#"{"a":1,"b":1.5,"c":true,"d":"x\u00e9\ud83d\ude00","e":[null]}"#)
+        #expect(value["a"] == .integer(1))
+        #expect(value["b"] == .number(1.5))
+        #expect(value["c"] == .bool(true))
+        #expect(value["d"] == .string("xé😀"))
+        #expect(value["e"] == .array([.null]))
+    }
+
+    @Test func locatesSyntaxErrors() {
+        let error = #expect(throws: JSONSyntaxError.self) { try JSONReader.parse("{\n  \"a\": 1,\n  \"b\" 2\n}") }
+        #expect(error?.line == 3)
+        #expect(error?.column == 7)
+    }
+
+    @Test func limitsNesting() {
+        #expect(throws: JSONSyntaxError.self) { try JSONReader.parse(String(repeating: "[", count: 65) + String(repeating: "]", count: 65)) }
+        #expect((try? JSONReader.parse(String(repeating: "[", count: 64) + String(repeating: "]", count: 64))) != nil)
+    }
+}
