@@ -1,0 +1,74 @@
+import Foundation
+import Testing
+
+/// The built `abr-worker`, next to this test bundle in the build folder.
+let workerExecutable: String = {
+    let selfPath = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+    return URL(fileURLWithPath: selfPath).deletingLastPathComponent().appendingPathComponent("abr-worker").path
+}()
+
+/// The CLI as operators and scripts use it: exit codes, messages, output layout.
+@Suite(.serialized) struct CommandLineTests {
+    @Test func transcodeWritesTheDocumentedLayoutAndSummary() throws {
+        let output = temporaryDirectory("cli")
+        defer { try? FileManager.default.removeItem(at: output) }
+        let result = try runProcess(workerExecutable, ["transcode", "--provision", fixture("provisions/sm1-meta.json"),
+                                                       "--input", fixture("720p30-h264-aac.mp4"), "--output", output.path])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("live/stream1_3"))
+        #expect(result.stdout.contains("passthrough"))
+        let files = Set(try FileManager.default.contentsOfDirectory(atPath: output.path))
+        #expect(files == ["stream1_1.mp4", "stream1_2.mp4", "stream1_3.mp4", "hls", "abr.json", "report.json"])
+        for level in 1...3 {
+            let folder = output.appendingPathComponent("hls/stream1_\(level)").path
+            let names = try FileManager.default.contentsOfDirectory(atPath: folder)
+            #expect(names.contains("index.m3u8") && names.contains("init.mp4") && names.contains("segment_00000.m4s"))
+        }
+    }
+
+    @Test(arguments: ["truncated.mp4", "not-media.mp4"])
+    func corruptedInputExitsThreeWithAMessage(_ name: String) throws {
+        let output = temporaryDirectory("cli-bad")
+        defer { try? FileManager.default.removeItem(at: output) }
+        let result = try runProcess(workerExecutable, ["transcode", "--provision", fixture("provisions/sm2-3-level.json"),
+                                                       "--input", fixture(name), "--output", output.path, "--quiet"])
+        #expect(result.status == 3)
+        #expect(result.stderr.contains("error: cannot open input") && result.stderr.contains(name))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: output.path).isEmpty)
+    }
+
+    @Test func invalidProvisionExitsTwoNamingTheJSONPath() throws {
+        let result = try runProcess(workerExecutable, ["validate", fixture("provisions/invalid/width-odd.json")])
+        #expect(result.status == 2)
+        #expect(result.stderr.contains("provision.streams[1].videoParams.videoWidth: must be even (got 853)"))
+
+        let transcode = try runProcess(workerExecutable, ["transcode", "--provision", fixture("provisions/invalid/level-gap.json"),
+                                                          "--input", fixture("720p30-h264-aac.mp4"), "--output", "/tmp/never"])
+        #expect(transcode.status == 2)
+        #expect(transcode.stderr.contains("abrLevel"))
+        #expect(!FileManager.default.fileExists(atPath: "/tmp/never"))
+    }
+
+    @Test(arguments: [
+        ["transcode", "--provision", "x.json", "--input", "y.mp4", "--output", "z", "--top", "sideways"],
+        ["transcode", "--provision", "x.json", "--input", "y.mp4", "--output", "z", "--preset", "warp"],
+        ["transcode", "--provision", "x.json", "--input", "y.mp4", "--output", "z", "--keyframe-interval", "0"],
+        ["transcode", "--input", "y.mp4"],
+        ["validate", "/no/such/provision.json"],
+        ["frobnicate"],
+    ])
+    func badArgumentsExitTwo(_ arguments: [String]) throws {
+        let result = try runProcess(workerExecutable, arguments)
+        #expect(result.status == 2, "\(arguments): \(result.stderr)")
+        #expect(!result.stderr.isEmpty)
+    }
+
+    @Test func validatePrintsTheNormalisedLadder() throws {
+        let result = try runProcess(workerExecutable, ["validate", fixture("provisions/sm2-4-level.json")])
+        #expect(result.status == 0)
+        let lines = result.stdout.split(separator: "\n")
+        #expect(lines.first == "stream live/room1/show: 4 variants")
+        #expect(lines.filter { $0.hasPrefix("1 ") || $0.hasPrefix("4 ") }.count == 2)
+        #expect(result.stdout.contains("426x240"))
+    }
+}

@@ -1,0 +1,101 @@
+import Foundation
+import Testing
+
+let fixturesDirectory = URL(fileURLWithPath: #filePath)
+    .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    .appendingPathComponent("Fixtures")
+
+func fixture(_ path: String) -> String { fixturesDirectory.appendingPathComponent(path).path }
+
+struct ProcessResult {
+    var status: Int32
+    var stdout: String
+    var stderr: String
+}
+
+/// Runs a program to completion with a time limit, capturing its output.
+@discardableResult
+func runProcess(_ executable: String, _ arguments: [String], timeout: TimeInterval = 300) throws -> ProcessResult {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable.hasPrefix("/") ? executable : "/usr/bin/\(executable)")
+    process.arguments = arguments
+    let out = Pipe()
+    let err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    process.standardInput = FileHandle.nullDevice
+    try process.run()
+    // Read both pipes while the process runs so neither can fill and block it.
+    nonisolated(unsafe) var outData = Data()
+    nonisolated(unsafe) var errData = Data()
+    let group = DispatchGroup()
+    group.enter()
+    DispatchQueue.global().async { outData = out.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+    group.enter()
+    DispatchQueue.global().async { errData = err.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+    if group.wait(timeout: .now() + timeout) == .timedOut {
+        process.terminate()
+        group.wait()
+    }
+    process.waitUntilExit()
+    return ProcessResult(status: process.terminationStatus,
+                         stdout: String(decoding: outData, as: UTF8.self),
+                         stderr: String(decoding: errData, as: UTF8.self))
+}
+
+/// Facts about real media files, read with Debian's ffprobe: the independent judge of our output.
+enum MediaProbe {
+    struct VideoStream {
+        var width: Int
+        var height: Int
+        var bitRate: Int
+        var frames: Int
+        var profile: String
+    }
+
+    struct VideoPacket {
+        var pts: Double
+        var isKeyframe: Bool
+    }
+
+    static func videoStream(_ path: String) throws -> VideoStream {
+        let result = try runProcess("ffprobe", ["-v", "error", "-select_streams", "v:0", "-count_packets",
+                                                "-show_entries", "stream=width,height,bit_rate,nb_read_packets,profile",
+                                                "-of", "default=noprint_wrappers=1", path])
+        var fields: [String: String] = [:]
+        for line in result.stdout.split(separator: "\n") {
+            let parts = line.split(separator: "=", maxSplits: 1).map(String.init)
+            if parts.count == 2 { fields[parts[0]] = parts[1] }
+        }
+        return VideoStream(width: Int(fields["width"] ?? "") ?? 0, height: Int(fields["height"] ?? "") ?? 0,
+                           bitRate: Int(fields["bit_rate"] ?? "") ?? 0, frames: Int(fields["nb_read_packets"] ?? "") ?? 0,
+                           profile: fields["profile"] ?? "")
+    }
+
+    static func videoPackets(_ path: String) throws -> [VideoPacket] {
+        let result = try runProcess("ffprobe", ["-v", "error", "-select_streams", "v:0",
+                                                "-show_entries", "packet=pts_time,flags", "-of", "csv=p=0", path])
+        return result.stdout.split(separator: "\n").compactMap { line in
+            let parts = line.split(separator: ",", omittingEmptySubsequences: false)
+            guard parts.count >= 2, let pts = Double(parts[0]) else { return nil }
+            return VideoPacket(pts: pts, isKeyframe: parts[1].contains("K"))
+        }
+    }
+
+    /// Keyframe times rounded to the millisecond, for comparing across variants.
+    static func keyframeTimes(_ path: String) throws -> [Double] {
+        try videoPackets(path).filter(\.isKeyframe).map { ($0.pts * 1000).rounded() / 1000 }
+    }
+
+    static func decodedFrameCount(_ path: String) throws -> Int {
+        let result = try runProcess("ffprobe", ["-v", "error", "-select_streams", "v:0", "-count_frames",
+                                                "-show_entries", "stream=nb_read_frames", "-of", "csv=p=0", path])
+        // MPEG-TS adds a line per program; the stream's count is the first number.
+        return result.stdout.split(separator: "\n").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }.first ?? -1
+    }
+
+    static func hasAudio(_ path: String) throws -> Bool {
+        let result = try runProcess("ffprobe", ["-v", "error", "-select_streams", "a", "-show_entries", "stream=codec_name", "-of", "csv=p=0", path])
+        return result.stdout.contains("aac")
+    }
+}
