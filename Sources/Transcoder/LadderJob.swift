@@ -185,7 +185,8 @@ public final class LadderJob {
             variantReports.append(TranscodeReport.VariantReport(
                 streamGuid: variant.streamGuid, abrLevel: variant.level, width: variant.width, height: variant.height,
                 frames: output.frames, keyframes: output.keyframes, droppedFrames: statistics.dropped,
-                passthrough: pipeline.isPassthrough, averageBitRate: average, peakBitRate: peak, declaredBitRate: variant.bitRate,
+                passthrough: pipeline.isPassthrough, averageBitRate: average, peakBitRate: peak, videoBitRate: output.videoBitRate,
+                declaredBitRate: variant.bitRate,
                 encodeFps: statistics.busySeconds > 0 ? (Double(output.frames) / statistics.busySeconds * 10).rounded() / 10 : 0,
                 segments: output.segments.count, codecs: output.codecs))
         }

@@ -11,8 +11,12 @@ public struct TranscodeReport: Sendable, Codable {
         public var keyframes: Int
         public var droppedFrames: Int
         public var passthrough: Bool
+        /// Measured like HLS AVERAGE-BANDWIDTH: segments with container and audio.
         public var averageBitRate: Int
+        /// Measured like HLS BANDWIDTH.
         public var peakBitRate: Int
+        /// The video stream alone, comparable with `declaredBitRate`.
+        public var videoBitRate: Int
         public var declaredBitRate: Int
         public var encodeFps: Double
         public var segments: Int

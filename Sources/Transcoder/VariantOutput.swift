@@ -22,6 +22,8 @@ final class VariantOutput {
     private var frameDuration: Double
 
     private(set) var frames = 0
+    private(set) var videoBytes = 0
+    private var firstVideoTime: Double?
     private(set) var keyframes = 0
     private(set) var keyframeTimes: [Double] = []
     private(set) var codecs = ""
@@ -62,12 +64,21 @@ final class VariantOutput {
         try hls.writeVideo(packet, time: time, startsSegment: startsSegment || frames == 0)
         try mp4.write(packet, stream: 0)
         frames += 1
+        videoBytes += packet.size
+        if firstVideoTime == nil { firstVideoTime = time }
         if packet.isKeyframe {
             keyframes += 1
             keyframeTimes.append(time)
         }
         let duration = packet.duration > 0 ? packet.timeBase.seconds(packet.duration) : frameDuration
         lastVideoEnd = max(lastVideoEnd, time + duration)
+    }
+
+    /// Video payload alone over the video's duration: what compares with a declared `videoBitRate`
+    /// (the HLS figures include audio and container, as RFC 8216 wants).
+    var videoBitRate: Int {
+        let duration = lastVideoEnd - (firstVideoTime ?? 0)
+        return duration > 0 ? Int((Double(videoBytes) * 8 / duration).rounded()) : 0
     }
 
     func writeAudio(_ packet: Packet) throws {

@@ -73,12 +73,14 @@ struct Transcode: ParsableCommand {
         print(String(format: "%@ → %@: %d frames, %.2f s of media in %.2f s (%.2fx real time)",
                      report.input, output, report.sourceFrames, report.duration, report.wallSeconds, report.speed))
         print(Table(
-            header: ["level", "stream guid", "size", "mode", "frames", "IDRs", "declared", "average", "peak", "encode fps"],
+            header: ["level", "stream guid", "size", "mode", "frames", "IDRs", "declared", "video", "average", "peak", "encode fps"],
             rows: report.variants.map {
                 ["\($0.abrLevel)", $0.streamGuid, "\($0.width)x\($0.height)", $0.passthrough ? "passthrough" : "x264",
-                 "\($0.frames)", "\($0.keyframes)", formatBitRate($0.declaredBitRate), formatBitRate($0.averageBitRate),
+                 "\($0.frames)", "\($0.keyframes)", formatBitRate($0.declaredBitRate), formatBitRate($0.videoBitRate),
+                 formatBitRate($0.averageBitRate),
                  formatBitRate($0.peakBitRate), $0.passthrough ? "-" : String(format: "%.0f", $0.encodeFps)]
             }).render())
+        print("video: the video stream alone; average and peak: HLS segments with audio and container (RFC 8216)")
         print("HLS: \(output)/hls/master.m3u8   hints: \(output)/abr.json   report: \(output)/report.json")
     }
 }

@@ -110,6 +110,9 @@ struct LadderVerifier {
             let stream = try MediaProbe.videoStream(path("\(ladder.name)_\(variant.level).mp4"))
             let ratio = Double(stream.bitRate) / Double(variant.bitRate)
             #expect(abs(ratio - 1) <= tolerance, "level \(variant.level): \(stream.bitRate) bit/s for \(variant.bitRate) declared")
+            // Our own figure agrees with ffprobe's within a few percent.
+            let reported = try #require(report.variants.first { $0.abrLevel == variant.level }).videoBitRate
+            #expect(abs(Double(reported) / Double(stream.bitRate) - 1) < 0.05, "report says \(reported), ffprobe \(stream.bitRate)")
         }
     }
 }
