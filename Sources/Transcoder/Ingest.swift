@@ -13,6 +13,7 @@ struct Ingest {
     var grid: KeyframeGrid
     let started: DispatchTime
     let progress: ((JobProgress) -> Void)?
+    let cancellation: Cancellation
 
     private(set) var videoPackets = 0
     private(set) var skippedLeadingPackets = 0
@@ -31,7 +32,7 @@ struct Ingest {
     private var frameDuration: Double
 
     init(source: MediaInput, video: StreamInfo, audio: AudioTrack?, decoder: VideoDecoder, pipelines: [VariantPipeline],
-         grid: KeyframeGrid, started: DispatchTime, progress: ((JobProgress) -> Void)?) {
+         grid: KeyframeGrid, started: DispatchTime, progress: ((JobProgress) -> Void)?, cancellation: Cancellation) {
         self.source = source
         self.video = video
         self.audio = audio
@@ -40,6 +41,7 @@ struct Ingest {
         self.grid = grid
         self.started = started
         self.progress = progress
+        self.cancellation = cancellation
         self.frameDuration = 1 / LadderJob.plausibleFrameRate(video.frameRate)
     }
 
@@ -58,6 +60,7 @@ struct Ingest {
             if let failure = pipelines.lazy.compactMap({ $0.statistics.failure }).first {
                 throw .failed(failure)
             }
+            if cancellation.isCancelled { throw .cancelled }
             let packet: Packet
             do {
                 switch try source.read() {

@@ -3,6 +3,7 @@ import Foundation
 import FFmpegBridge
 import Logging
 import MediaCore
+import Synchronization
 
 /// Turns one top variant into a whole ABR ladder: decode once, one pipeline per variant on its
 /// own queue, one keyframe grid for all, MP4 + HLS + bandwidth hints out.
@@ -14,6 +15,7 @@ public final class LadderJob {
     public let outputDirectory: URL
     public let options: TranscodeOptions
     private let logger: Logger
+    private let cancellation = Cancellation()
 
     public init(ladder: Ladder, input: String, outputDirectory: URL, options: TranscodeOptions = TranscodeOptions(),
                 logger: Logger = Logger(label: "abr.transcoder")) {
@@ -22,6 +24,12 @@ public final class LadderJob {
         self.outputDirectory = outputDirectory
         self.options = options
         self.logger = logger
+    }
+
+    /// Stops a running job at its next packet; `run` then throws `.cancelled` and removes its partial output.
+    /// Safe to call from any thread, e.g. a signal handler's queue.
+    public func cancel() {
+        cancellation.cancel()
     }
 
     /// Source bit rates up to this multiple of the top's declared rate still count as matching it.
@@ -90,7 +98,7 @@ public final class LadderJob {
         var ingest = Ingest(
             source: source, video: video, audio: audio, decoder: decoder, pipelines: pipelines,
             grid: KeyframeGrid(mode: passthroughTop ? .followSource(minimumSegment: options.keyframeInterval) : .interval(options.keyframeInterval)),
-            started: started, progress: progress)
+            started: started, progress: progress, cancellation: cancellation)
         do {
             try ingest.run()
         } catch {
@@ -214,4 +222,11 @@ enum JSONOutput {
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         try (encoder.encode(value) + Data("\n".utf8)).write(to: url, options: .atomic)
     }
+}
+
+/// A flag the ingest loop polls; set from any thread.
+final class Cancellation: Sendable {
+    private let flag = Atomic(false)
+    func cancel() { flag.store(true, ordering: .relaxed) }
+    var isCancelled: Bool { flag.load(ordering: .relaxed) }
 }

@@ -6,9 +6,12 @@ public enum TranscodeError: Error, Sendable, CustomStringConvertible {
     case badInput(String)
     /// Anything else: output not writable, an encoder failing (exit 1).
     case failed(String)
+    /// `LadderJob.cancel()` was called (e.g. on SIGINT); the partial output was removed.
+    case cancelled
 
     public var description: String {
         switch self {
+        case .cancelled: return "cancelled; partial output removed"
         case let .badInput(message): return message
         case let .failed(message): return message
         }

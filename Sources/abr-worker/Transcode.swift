@@ -57,6 +57,15 @@ struct Transcode: ParsableCommand {
                                        keyframeInterval: keyframeInterval, threads: threads)
         let job = LadderJob(ladder: ladder, input: input, outputDirectory: URL(fileURLWithPath: output), options: options)
         let showProgress = !quiet && isatty(STDERR_FILENO) == 1
+        // Ctrl-C or a SIGTERM stops the job cleanly, so no partial output stays behind.
+        let signalSources = [SIGINT, SIGTERM].map { number in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { job.cancel() }
+            source.resume()
+            return source
+        }
+        defer { signalSources.forEach { $0.cancel() } }
         let report = try job.run(progress: showProgress ? { printProgress($0) } : nil)
         if showProgress { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
         if !quiet { printSummary(report) }

@@ -63,6 +63,29 @@ let workerExecutable: String = {
         #expect(!result.stderr.isEmpty)
     }
 
+    @Test func interruptStopsTheRunAndRemovesPartialOutput() throws {
+        let output = temporaryDirectory("cli-int")
+        defer { try? FileManager.default.removeItem(at: output) }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: workerExecutable)
+        // veryslow keeps the job running long enough to be interrupted mid-way.
+        process.arguments = ["transcode", "--provision", fixture("provisions/sm2-3-level.json"), "--input", fixture("720p30-h264-aac.mp4"),
+                             "--output", output.path, "--top", "encode", "--preset", "veryslow", "--quiet"]
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // Wait until the job has written into its staging folder, then interrupt it.
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline, (try? FileManager.default.contentsOfDirectory(atPath: output.path))?.isEmpty != false {
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        Thread.sleep(forTimeInterval: 0.3)
+        kill(process.processIdentifier, SIGINT)
+        process.waitUntilExit()
+        #expect(process.terminationReason == .exit)
+        #expect(process.terminationStatus == 1)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: output.path).isEmpty)
+    }
+
     @Test func validatePrintsTheNormalisedLadder() throws {
         let result = try runProcess(workerExecutable, ["validate", fixture("provisions/sm2-4-level.json")])
         #expect(result.status == 0)
