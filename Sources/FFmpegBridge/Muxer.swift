@@ -114,7 +114,7 @@ public final class Muxer {
         // Muxers refuse a decoding time that does not increase. Sources overlap at splices and
         // two source ticks can round to one muxer tick; neither may end the job.
         if scratch.dts == noTimestamp { scratch.dts = scratch.pts }
-        if scratch.dts <= lastDTS[stream] { scratch.dts = lastDTS[stream] + 1 }
+        if scratch.dts <= lastDTS[stream] { scratch.dts = lastDTS[stream] &+ 1 }
         if scratch.pts == noTimestamp || scratch.pts < scratch.dts { scratch.pts = scratch.dts }
         lastDTS[stream] = scratch.dts
         try check(av_write_frame(context, scratch.pointer), "cannot write packet to \(destinationName)")

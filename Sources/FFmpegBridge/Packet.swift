@@ -94,6 +94,18 @@ public final class Packet: @unchecked Sendable {
         pointer.pointee.size = Int32(min(count, size))
     }
 
+    /// One packet holding this one's payload followed by `other`'s, with this one's timestamps:
+    /// how slices sent as separate packets become one access unit. Copies the payloads.
+    public func appending(_ other: Packet) throws(FFmpegError) -> Packet {
+        let merged = try Packet(bytes: bytes + other.bytes, timeBase: timeBase)
+        merged.pts = pts
+        merged.dts = dts
+        merged.duration = duration
+        merged.streamIndex = streamIndex
+        merged.isKeyframe = isKeyframe || other.isKeyframe
+        return merged
+    }
+
     /// Converts every timestamp to `newTimeBase`.
     public func rescale(to newTimeBase: Rational) {
         guard newTimeBase != timeBase else { return }

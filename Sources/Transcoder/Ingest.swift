@@ -1,5 +1,6 @@
 import Dispatch
 import FFmpegBridge
+import Logging
 import MediaCore
 
 /// The job's single reading thread: demux, decode once, decide the grid, fan out.
@@ -14,6 +15,8 @@ struct Ingest {
     let started: DispatchTime
     let progress: ((JobProgress) -> Void)?
     let cancellation: Cancellation
+    let isLive: Bool
+    let logger: Logger
 
     private(set) var videoPackets = 0
     private(set) var skippedLeadingPackets = 0
@@ -29,10 +32,13 @@ struct Ingest {
     /// Grid decisions taken on keyframe packets, waiting for their decoded frames (follow-source mode).
     private var decisionsByPTS: [Int64: KeyframeGrid.Decision] = [:]
     private var lastProgress = DispatchTime(uptimeNanoseconds: 0)
+    /// The video packet read last, held back in case the next one is another slice of the same picture.
+    private var heldVideo: Packet?
     private var frameDuration: Double
 
     init(source: MediaInput, video: StreamInfo, audio: AudioTrack?, decoder: VideoDecoder, pipelines: [VariantPipeline],
-         grid: KeyframeGrid, started: DispatchTime, progress: ((JobProgress) -> Void)?, cancellation: Cancellation) {
+         grid: KeyframeGrid, started: DispatchTime, progress: ((JobProgress) -> Void)?, cancellation: Cancellation,
+         isLive: Bool, logger: Logger) {
         self.source = source
         self.video = video
         self.audio = audio
@@ -42,6 +48,8 @@ struct Ingest {
         self.started = started
         self.progress = progress
         self.cancellation = cancellation
+        self.isLive = isLive
+        self.logger = logger
         self.frameDuration = 1 / LadderJob.plausibleFrameRate(video.frameRate)
     }
 
@@ -61,6 +69,7 @@ struct Ingest {
                 throw .failed(failure)
             }
             if cancellation.isCancelled { throw .cancelled }
+            if cancellation.isStopped { break readLoop }
             let packet: Packet
             do {
                 switch try source.read() {
@@ -68,14 +77,35 @@ struct Ingest {
                 case .endOfInput: break readLoop
                 }
             } catch {
+                // A live peer that goes away after sending media ends the stream; a file that
+                // cannot be read on is damaged.
+                if isLive, decodedFrames > 0 {
+                    logger.warning("input \(source.url) ended: \(error.message)")
+                    break readLoop
+                }
                 throw .badInput("input \(source.url) is corrupted or truncated: \(error.message)")
             }
             if packet.streamIndex == video.index {
-                try handleVideo(packet, passthrough: passthrough, encoders: encoders)
+                // RTSP and raw inputs may deliver one picture's slices as separate packets with one
+                // timestamp; an MP4 sample must be the whole access unit, so they are joined here.
+                if let held = heldVideo, held.pts != noTimestamp, held.pts == packet.pts {
+                    do {
+                        heldVideo = try held.appending(packet)
+                    } catch {
+                        throw .failed(error.description)
+                    }
+                    continue
+                }
+                if let held = heldVideo { try handleVideo(held, passthrough: passthrough, encoders: encoders) }
+                heldVideo = packet
             } else if let audio, packet.streamIndex == audio.stream.index {
                 handleAudio(packet)
             }
             reportProgress(force: false)
+        }
+        if let held = heldVideo {
+            heldVideo = nil
+            try handleVideo(held, passthrough: passthrough, encoders: encoders)
         }
         do {
             try decoder.send(nil)
@@ -88,8 +118,9 @@ struct Ingest {
 
     private mutating func handleVideo(_ packet: Packet, passthrough: VariantPipeline?, encoders: [VariantPipeline]) throws(TranscodeError) {
         if videoOrigin == nil {
-            // Nothing before the first keyframe can be decoded or played.
-            guard packet.isKeyframe else {
+            // Nothing before the first keyframe can be decoded or played, and nothing without a
+            // timestamp can anchor the timeline (RTSP sources send some before their first RTCP report).
+            guard packet.isKeyframe, packet.pts != noTimestamp || packet.dts != noTimestamp else {
                 skippedLeadingPackets += 1
                 return
             }
@@ -173,9 +204,16 @@ struct Ingest {
         }
     }
 
+    /// Timestamps come from the network and files: absurd ones become "no timestamp", never a trap.
     private func shift(_ packet: Packet, by origin: Int64) {
-        if packet.pts != noTimestamp { packet.pts -= origin }
-        if packet.dts != noTimestamp { packet.dts -= origin }
+        packet.pts = Self.shifted(packet.pts, by: origin)
+        packet.dts = Self.shifted(packet.dts, by: origin)
+    }
+
+    static func shifted(_ value: Int64, by origin: Int64) -> Int64 {
+        guard value != noTimestamp else { return noTimestamp }
+        let (result, overflow) = value.subtractingReportingOverflow(origin)
+        return overflow || result == noTimestamp ? noTimestamp : result
     }
 
     private mutating func reportProgress(force: Bool) {

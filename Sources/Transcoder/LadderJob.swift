@@ -32,6 +32,19 @@ public final class LadderJob {
         cancellation.cancel()
     }
 
+    /// Ends the input at its next packet as if it had reached its end, and finishes every output:
+    /// how a live pull, which has no end of its own, is stopped. Safe to call from any thread.
+    public func stop() {
+        cancellation.stop()
+    }
+
+    /// True for inputs that are streams rather than files: they end when stopped or when the peer goes away.
+    public var isLiveInput: Bool { Self.isLive(input) }
+
+    static func isLive(_ url: String) -> Bool {
+        ["rtsp://", "rtsps://", "rtmp://", "srt://", "udp://", "rtp://"].contains { url.lowercased().hasPrefix($0) }
+    }
+
     /// Source bit rates up to this multiple of the top's declared rate still count as matching it.
     public static let passthroughBitRateTolerance = 1.2
 
@@ -98,7 +111,7 @@ public final class LadderJob {
         var ingest = Ingest(
             source: source, video: video, audio: audio, decoder: decoder, pipelines: pipelines,
             grid: KeyframeGrid(mode: passthroughTop ? .followSource(minimumSegment: options.keyframeInterval) : .interval(options.keyframeInterval)),
-            started: started, progress: progress, cancellation: cancellation)
+            started: started, progress: progress, cancellation: cancellation, isLive: isLiveInput, logger: logger)
         do {
             try ingest.run()
         } catch {
@@ -224,9 +237,12 @@ enum JSONOutput {
     }
 }
 
-/// A flag the ingest loop polls; set from any thread.
+/// Flags the ingest loop polls; set from any thread.
 final class Cancellation: Sendable {
-    private let flag = Atomic(false)
-    func cancel() { flag.store(true, ordering: .relaxed) }
-    var isCancelled: Bool { flag.load(ordering: .relaxed) }
+    private let cancelled = Atomic(false)
+    private let stopped = Atomic(false)
+    func cancel() { cancelled.store(true, ordering: .relaxed) }
+    func stop() { stopped.store(true, ordering: .relaxed) }
+    var isCancelled: Bool { cancelled.load(ordering: .relaxed) }
+    var isStopped: Bool { stopped.load(ordering: .relaxed) }
 }

@@ -19,7 +19,7 @@ final class VariantOutput {
     private var hls: HLSVariantWriter?
     private var pendingAudio: [Packet] = []
     private var lastVideoEnd = 0.0
-    private var frameDuration: Double
+    private let frameDuration: Double
 
     private(set) var frames = 0
     private(set) var videoBytes = 0
@@ -60,6 +60,11 @@ final class VariantOutput {
 
     func writeVideo(_ packet: Packet, startsSegment: Bool) throws {
         guard let mp4, let hls else { return }
+        // Live sources (RTSP) carry no packet durations, and MP4 takes the last sample's length
+        // from its packet: without one the edit list would cut the last picture off.
+        if packet.duration <= 0 {
+            packet.duration = max(1, Int64((frameDuration / packet.timeBase.seconds(1)).rounded()))
+        }
         let time = packet.timeBase.seconds(packet.pts)
         try hls.writeVideo(packet, time: time, startsSegment: startsSegment || frames == 0)
         try mp4.write(packet, stream: 0)
@@ -70,8 +75,7 @@ final class VariantOutput {
             keyframes += 1
             keyframeTimes.append(time)
         }
-        let duration = packet.duration > 0 ? packet.timeBase.seconds(packet.duration) : frameDuration
-        lastVideoEnd = max(lastVideoEnd, time + duration)
+        lastVideoEnd = max(lastVideoEnd, time + packet.timeBase.seconds(packet.duration))
     }
 
     /// Video payload alone over the video's duration: what compares with a declared `videoBitRate`

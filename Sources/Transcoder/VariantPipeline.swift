@@ -140,7 +140,7 @@ final class VariantPipeline: @unchecked Sendable {
             self.scaler = scaler
             let picture = try scaler.scale(frame)
             // x264 needs strictly increasing timestamps; a source that repeats one must not stop the job.
-            if picture.pts <= lastPTS { picture.pts = lastPTS + 1 }
+            if picture.pts <= lastPTS { picture.pts = lastPTS &+ 1 }
             lastPTS = picture.pts
             picture.forceKeyframe = decision.isKeyframe
             if decision.startsSegment { pendingSegmentStarts.insert(picture.pts) }

@@ -14,7 +14,7 @@ struct Transcode: ParsableCommand {
     @Option(help: "Top stream guid for a Stream Manager 1.0 meta document (default live/<name>).")
     var streamGuid: String?
 
-    @Option(help: "Source: a media file (mp4, ts, flv, mkv, ...) or an rtsp:// URL (pulled over TCP).")
+    @Option(help: "Source: a media file (mp4, ts, flv, mkv, ...) or an rtsp:// URL (pulled over TCP; Ctrl-C ends it and finishes the outputs).")
     var input: String
 
     @Option(help: "Output directory.")
@@ -57,11 +57,13 @@ struct Transcode: ParsableCommand {
                                        keyframeInterval: keyframeInterval, threads: threads)
         let job = LadderJob(ladder: ladder, input: input, outputDirectory: URL(fileURLWithPath: output), options: options)
         let showProgress = !quiet && isatty(STDERR_FILENO) == 1
-        // Ctrl-C or a SIGTERM stops the job cleanly, so no partial output stays behind.
+        // Ctrl-C or SIGTERM: a live pull has no end of its own, so it ends there and its outputs are
+        // finished; a file run is cancelled and leaves no partial output behind.
+        let live = job.isLiveInput
         let signalSources = [SIGINT, SIGTERM].map { number in
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { job.cancel() }
+            source.setEventHandler { if live { job.stop() } else { job.cancel() } }
             source.resume()
             return source
         }

@@ -34,6 +34,8 @@ struct LadderVerifier {
             let stream = try MediaProbe.videoStream(mp4)
             #expect(stream.width == variant.width && stream.height == variant.height, "\(mp4): \(stream.width)x\(stream.height)")
             #expect(stream.frames == sourceFrames, "\(mp4): \(stream.frames) frames, source has \(sourceFrames)")
+            // Every sample must also be presented: an edit list may not cut the last one off.
+            #expect(try MediaProbe.decodedFrameCount(mp4) == sourceFrames, "\(mp4) does not present every frame")
             #expect(try MediaProbe.hasAudio(mp4) == sourceHasAudio)
             keyframeTimes.append(try MediaProbe.keyframeTimes(mp4))
             let entry = try #require(report.variants.first { $0.abrLevel == variant.level })
