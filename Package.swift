@@ -12,6 +12,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
     ],
     targets: [
         .systemLibrary(
@@ -20,6 +21,11 @@ let package = Package(
             providers: [.apt(["libavcodec-dev", "libavformat-dev", "libswscale-dev", "libavutil-dev", "libx264-dev"])]
         ),
         .target(name: "MediaCore"),
+        // RTSP/SDP/RTP as pure codecs and state machines: NIOCore's ByteBuffer, no sockets.
+        .target(
+            name: "RTSP",
+            dependencies: ["MediaCore", .product(name: "NIOCore", package: "swift-nio")]
+        ),
         .target(
             name: "FFmpegBridge",
             dependencies: ["CFFmpeg", "MediaCore"]
@@ -40,6 +46,10 @@ let package = Package(
             ]
         ),
         .testTarget(name: "MediaCoreTests", dependencies: ["MediaCore"]),
+        .testTarget(
+            name: "RTSPTests",
+            dependencies: ["RTSP", .product(name: "NIOCore", package: "swift-nio")]
+        ),
         .testTarget(
             name: "TranscoderTests",
             dependencies: ["Transcoder", "MediaCore", "FFmpegBridge", "abr-worker"]

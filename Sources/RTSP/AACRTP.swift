@@ -1,0 +1,75 @@
+import NIOCore
+
+/// AAC access units in RFC 3640 `mpeg4-generic` AAC-hbr mode: a 16-bit AU-headers-length, then a
+/// 13-bit size and 3-bit index per unit, then the units.
+public struct AACDepacketizer: Sendable {
+    public let samplesPerFrame: UInt32
+    private var partial: [UInt8] = []
+    private var partialSize = 0
+    private var partialTimestamp: UInt32 = 0
+
+    public init(samplesPerFrame: UInt32 = 1024) {
+        self.samplesPerFrame = samplesPerFrame
+    }
+
+    public struct Frame: Sendable, Equatable {
+        public var timestamp: UInt32
+        public var data: [UInt8]
+        public init(timestamp: UInt32, data: [UInt8]) {
+            self.timestamp = timestamp
+            self.data = data
+        }
+    }
+
+    public mutating func push(_ packet: RTPPacket, lostBefore: Bool = false) -> [Frame] {
+        if lostBefore { partial = [] }
+        var payload = packet.payload
+        guard let headerBits = payload.readInteger(as: UInt16.self), headerBits % 16 == 0 else { return [] }
+        let count = Int(headerBits) / 16
+        guard count > 0, payload.readableBytes >= count * 2 else { return [] }
+        var sizes: [Int] = []
+        for _ in 0..<count {
+            sizes.append(Int(payload.readInteger(as: UInt16.self)! >> 3))
+        }
+        // One unit larger than a packet arrives in fragments, the last with the marker bit.
+        if count == 1, sizes[0] > payload.readableBytes || !partial.isEmpty {
+            if partial.isEmpty {
+                partialSize = sizes[0]
+                partialTimestamp = packet.timestamp
+            }
+            partial += payload.readableBytesView
+            guard packet.marker || partial.count >= partialSize else { return [] }
+            defer { partial = [] }
+            return partial.count == partialSize ? [Frame(timestamp: partialTimestamp, data: partial)] : []
+        }
+        var frames: [Frame] = []
+        for (index, size) in sizes.enumerated() {
+            guard let data = payload.readBytes(length: size) else { break }
+            frames.append(Frame(timestamp: packet.timestamp &+ UInt32(index) &* samplesPerFrame, data: data))
+        }
+        return frames
+    }
+}
+
+public struct AACPacketizer: Sendable {
+    public let payloadType: UInt8
+    public let ssrc: UInt32
+    public var sequenceNumber: UInt16
+
+    public init(payloadType: UInt8 = 97, ssrc: UInt32, initialSequence: UInt16 = 0) {
+        self.payloadType = payloadType
+        self.ssrc = ssrc
+        self.sequenceNumber = initialSequence
+    }
+
+    /// One access unit per packet (units are at most 8191 bytes, so they always fit).
+    public mutating func packetize(_ frame: ArraySlice<UInt8>, timestamp: UInt32, allocator: ByteBufferAllocator = ByteBufferAllocator()) -> RTPPacket? {
+        guard !frame.isEmpty, frame.count < 8192 else { return nil }
+        var buffer = allocator.buffer(capacity: frame.count + 4)
+        buffer.writeInteger(UInt16(16))
+        buffer.writeInteger(UInt16(frame.count << 3))
+        buffer.writeBytes(frame)
+        defer { sequenceNumber &+= 1 }
+        return RTPPacket(marker: true, payloadType: payloadType, sequenceNumber: sequenceNumber, timestamp: timestamp, ssrc: ssrc, payload: buffer)
+    }
+}

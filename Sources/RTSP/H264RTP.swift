@@ -1,0 +1,192 @@
+import MediaCore
+import NIOCore
+
+/// One H.264 picture as NAL units (no start codes), with its 90 kHz RTP timestamp.
+public struct H264AccessUnit: Sendable, Equatable {
+    public var timestamp: UInt32
+    public var nalUnits: [[UInt8]]
+
+    public init(timestamp: UInt32, nalUnits: [[UInt8]]) {
+        self.timestamp = timestamp
+        self.nalUnits = nalUnits
+    }
+
+    public var containsIDR: Bool { nalUnits.contains { ($0.first ?? 0) & 0x1F == H264.NALType.idrSlice.rawValue } }
+    public var annexB: [UInt8] { H264.annexB(nalUnits) }
+}
+
+/// Reassembles access units from RTP (RFC 6184: single NAL, STAP-A, FU-A). After any loss it
+/// drops everything up to the next IDR, so the decoder never gets a picture with missing references.
+public struct H264Depacketizer: Sendable {
+    private var timestamp: UInt32?
+    private var units: [[UInt8]] = []
+    private var fragment: [UInt8]?
+    private var damaged = false
+    public private(set) var waitingForKeyframe = true
+    /// The latest parameter sets seen in-band.
+    public private(set) var sps: [UInt8]?
+    public private(set) var pps: [UInt8]?
+    /// Access units dropped because of loss or while waiting for an IDR.
+    public private(set) var droppedAccessUnits = 0
+    /// Largest NAL unit accepted; a larger FU-A sequence is treated as corrupt.
+    public static let maximumNALSize = 4 * 1024 * 1024
+
+    public init(sps: [UInt8]? = nil, pps: [UInt8]? = nil) {
+        self.sps = sps
+        self.pps = pps
+    }
+
+    /// - Parameter lostBefore: packets are missing before this one (from the reorder buffer).
+    public mutating func push(_ packet: RTPPacket, lostBefore: Bool = false) -> [H264AccessUnit] {
+        var output: [H264AccessUnit] = []
+        if lostBefore {
+            damaged = true
+            fragment = nil
+        }
+        if let current = timestamp, current != packet.timestamp, !units.isEmpty || damaged {
+            if let unit = finish() { output.append(unit) }
+        }
+        timestamp = packet.timestamp
+        var payload = packet.payload
+        guard let header = payload.getInteger(at: payload.readerIndex, as: UInt8.self) else { return output }
+        let type = header & 0x1F
+        switch type {
+        case 1...23:
+            append(payload.readBytes(length: payload.readableBytes) ?? [])
+        case 24:  // STAP-A
+            payload.moveReaderIndex(forwardBy: 1)
+            while payload.readableBytes >= 2, let size = payload.readInteger(as: UInt16.self) {
+                guard size > 0, let unit = payload.readBytes(length: Int(size)) else {
+                    damaged = true
+                    break
+                }
+                append(unit)
+            }
+        case 28:  // FU-A
+            guard payload.readableBytes >= 2, let fuHeader = payload.getInteger(at: payload.readerIndex + 1, as: UInt8.self) else {
+                damaged = true
+                break
+            }
+            payload.moveReaderIndex(forwardBy: 2)
+            let start = fuHeader & 0x80 != 0
+            let end = fuHeader & 0x40 != 0
+            if start {
+                fragment = [(header & 0xE0) | (fuHeader & 0x1F)]
+            }
+            if fragment == nil {
+                // A middle or end without its start: that NAL unit is lost.
+                damaged = true
+            } else {
+                fragment!.append(contentsOf: payload.readableBytesView)
+                if fragment!.count > Self.maximumNALSize {
+                    fragment = nil
+                    damaged = true
+                } else if end {
+                    append(fragment!)
+                    fragment = nil
+                }
+            }
+        default:
+            // STAP-B, MTAP and FU-B need interleaved mode, which SDP never offers us.
+            damaged = true
+        }
+        if packet.marker, let unit = finish() { output.append(unit) }
+        return output
+    }
+
+    private mutating func append(_ unit: [UInt8]) {
+        guard let first = unit.first, first & 0x80 == 0 else {
+            damaged = true
+            return
+        }
+        switch first & 0x1F {
+        case H264.NALType.sps.rawValue: sps = unit
+        case H264.NALType.pps.rawValue: pps = unit
+        default: break
+        }
+        units.append(unit)
+    }
+
+    private mutating func finish() -> H264AccessUnit? {
+        defer {
+            units = []
+            fragment = nil
+            damaged = false
+        }
+        guard let timestamp, !units.isEmpty else {
+            if damaged { waitingForKeyframe = true }
+            return nil
+        }
+        let unit = H264AccessUnit(timestamp: timestamp, nalUnits: units)
+        if damaged {
+            waitingForKeyframe = true
+            droppedAccessUnits += 1
+            return nil
+        }
+        if waitingForKeyframe {
+            guard unit.containsIDR else {
+                droppedAccessUnits += 1
+                return nil
+            }
+            waitingForKeyframe = false
+        }
+        return unit
+    }
+}
+
+/// Splits access units into RTP packets: a NAL unit that fits goes alone, a larger one as FU-A.
+public struct H264Packetizer: Sendable {
+    public let payloadType: UInt8
+    public let ssrc: UInt32
+    public var sequenceNumber: UInt16
+    public let maximumPayload: Int
+
+    public init(payloadType: UInt8 = 96, ssrc: UInt32, initialSequence: UInt16 = 0, maximumPayload: Int = 1400) {
+        self.payloadType = payloadType
+        self.ssrc = ssrc
+        self.sequenceNumber = initialSequence
+        self.maximumPayload = maximumPayload
+    }
+
+    public mutating func packetize(_ nalUnits: [ArraySlice<UInt8>], timestamp: UInt32, allocator: ByteBufferAllocator = ByteBufferAllocator()) -> [RTPPacket] {
+        var packets: [RTPPacket] = []
+        for unit in nalUnits where !unit.isEmpty {
+            if unit.count <= maximumPayload {
+                packets.append(packet(allocator.buffer(bytes: unit), timestamp: timestamp))
+                continue
+            }
+            let header = unit.first!
+            var offset = unit.startIndex + 1
+            var first = true
+            while offset < unit.endIndex {
+                let chunk = min(maximumPayload - 2, unit.endIndex - offset)
+                let last = offset + chunk == unit.endIndex
+                var buffer = allocator.buffer(capacity: chunk + 2)
+                buffer.writeInteger((header & 0xE0) | 28)
+                buffer.writeInteger((first ? UInt8(0x80) : 0) | (last ? 0x40 : 0) | (header & 0x1F))
+                buffer.writeBytes(unit[offset..<offset + chunk])
+                packets.append(packet(buffer, timestamp: timestamp))
+                offset += chunk
+                first = false
+            }
+        }
+        if !packets.isEmpty { packets[packets.count - 1].marker = true }
+        return packets
+    }
+
+    private mutating func packet(_ payload: ByteBuffer, timestamp: UInt32) -> RTPPacket {
+        defer { sequenceNumber &+= 1 }
+        return RTPPacket(marker: false, payloadType: payloadType, sequenceNumber: sequenceNumber, timestamp: timestamp, ssrc: ssrc, payload: payload)
+    }
+}
+
+extension H264 {
+    /// `sprop-parameter-sets` (base64 SPS,PPS) from SDP, decoded.
+    public static func parameterSets(fromSprop sprop: String) -> [[UInt8]] {
+        sprop.split(separator: ",").compactMap { Base64.decode(String($0.trimmed)) }.filter { !$0.isEmpty }
+    }
+
+    public static func sprop(_ units: [[UInt8]]) -> String {
+        units.map { Base64.encode($0) }.joined(separator: ",")
+    }
+}
