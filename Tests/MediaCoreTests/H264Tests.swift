@@ -9,8 +9,9 @@ import Testing
     static let sps360p: [UInt8] = [0x67, 0x64, 0x00, 0x1e, 0xac, 0xb4, 0x05, 0x01, 0x7f, 0xcb, 0x80, 0x88, 0x00, 0x00,
                                    0x03, 0x00, 0x08, 0x00, 0x00, 0x03, 0x01, 0xe4, 0x78, 0xb1, 0x75]
     static let pps: [UInt8] = [0x68, 0xef, 0x3c, 0xb0]
-    /// Constrained Baseline 3.0, as a camera would send it: constraint_set0 and set1 flags on.
-    static let spsBaseline: [UInt8] = [0x67, 0x42, 0xc0, 0x1e, 0xd9, 0x00, 0xa0, 0x47, 0xfe, 0xc8]
+    /// Constrained Baseline 3.0 at 640x480, from x264 (constraint_set0 and set1 flags on).
+    static let spsBaseline: [UInt8] = [0x67, 0x42, 0xc0, 0x1e, 0xd9, 0x00, 0xa0, 0x3d, 0xb0, 0x11, 0x00, 0x00, 0x03, 0x00,
+                                       0x01, 0x00, 0x00, 0x03, 0x00, 0x32, 0x0f, 0x16, 0x2e, 0x48]
 
     @Test func codecStringFromRealSPS() {
         #expect(H264.codecString(sps: Self.sps720p) == "avc1.64001f")
@@ -66,5 +67,25 @@ import Testing
         #expect(adts.audioSpecificConfig == [0x11, 0x90])
         #expect(AAC.audioSpecificConfig(objectType: 2, sampleRate: 44100, channels: 2) == [0x12, 0x10])
         #expect(ADTSHeader([0x00, 0x01, 2, 3, 4, 5, 6]) == nil)
+    }
+}
+
+@Suite struct H264SPSTests {
+    @Test func readsSizeProfileAndLevelFromRealSPS() throws {
+        let hd = try #require(H264SPS(H264Tests.sps720p))
+        #expect(hd.width == 1280 && hd.height == 720)
+        #expect(hd.profile == 100 && hd.level == 31)
+        let small = try #require(H264SPS(H264Tests.sps360p))
+        #expect(small.width == 640 && small.height == 360)
+        let baseline = try #require(H264SPS(H264Tests.spsBaseline))
+        #expect(baseline.width == 640 && baseline.height == 480)
+        #expect(baseline.profile == 66)
+    }
+
+    @Test func rejectsWhatIsNotAnSPS() {
+        #expect(H264SPS(H264Tests.pps) == nil)
+        #expect(H264SPS([0x67, 0x64, 0x00]) == nil)
+        #expect(H264SPS(Array(H264Tests.sps720p.prefix(6))) == nil)
+        #expect(H264SPS([0x67, 0x64, 0x00, 0x1f] + [UInt8](repeating: 0, count: 20)) == nil)
     }
 }

@@ -154,3 +154,30 @@ func parseWhole(_ bytes: [UInt8], parser: RTSPMessageParser = RTSPMessageParser(
         #expect(transport.headerValue == "RTP/AVP/TCP;unicast;interleaved=0-1;mode=record")
     }
 }
+
+@Suite struct RTSPSessionStateMachineTests {
+    @Test func publisherFlow() {
+        var machine = RTSPSessionStateMachine(role: .publisher)
+        #expect(machine.apply("RECORD") == .notValidInState)
+        #expect(machine.apply("SETUP") == .accept(next: .ready))
+        #expect(machine.apply("SETUP") == .accept(next: .ready))
+        #expect(machine.apply("PLAY") == .notValidInState)
+        #expect(machine.apply("RECORD") == .accept(next: .active))
+        #expect(machine.apply("SETUP") == .notValidInState)
+        #expect(machine.apply("GET_PARAMETER") == .accept(next: .active))
+        #expect(machine.apply("TEARDOWN") == .accept(next: .closed))
+        #expect(machine.apply("OPTIONS") == .notValidInState)
+    }
+
+    @Test func playerFlow() {
+        var machine = RTSPSessionStateMachine(role: .player)
+        #expect(machine.apply("PLAY") == .notValidInState)
+        #expect(machine.apply("SETUP") == .accept(next: .ready))
+        #expect(machine.apply("RECORD") == .notValidInState)
+        #expect(machine.apply("PLAY") == .accept(next: .active))
+        #expect(machine.apply("PAUSE") == .accept(next: .ready))
+        #expect(machine.apply("PLAY") == .accept(next: .active))
+        #expect(machine.apply("FLY") == .notValidInState)
+        #expect(machine.state == .active)
+    }
+}
