@@ -27,6 +27,15 @@ let package = Package(
             dependencies: ["MediaCore", .product(name: "NIOCore", package: "swift-nio")]
         ),
         .target(
+            name: "RTSPServer",
+            dependencies: [
+                "RTSP", "MediaCore", "Transcoder",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(
             name: "FFmpegBridge",
             dependencies: ["CFFmpeg", "MediaCore"]
         ),
@@ -40,7 +49,7 @@ let package = Package(
         .executableTarget(
             name: "abr-worker",
             dependencies: [
-                "Transcoder", "MediaCore",
+                "Transcoder", "MediaCore", "RTSPServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -1,0 +1,92 @@
+import NIOCore
+import RTSP
+import Synchronization
+
+/// Where a player's RTP and RTCP go: interleaved on its RTSP connection, or UDP datagrams.
+protocol PlayerTransport: Sendable {
+    /// Queues packets for `track`; they leave in one flush.
+    func send(_ packets: [RTPPacket], track: Int)
+    func send(_ rtcp: RTCPPacket, track: Int)
+    /// Bytes handed to the network but not yet written: the player's backlog.
+    var pendingBytes: Int { get }
+    /// Ends the player's delivery (closes a TCP connection; UDP players just stop receiving).
+    func close()
+}
+
+/// Counts bytes between `write` and its completion.
+final class BacklogCounter: Sendable {
+    private let bytes = Atomic<Int>(0)
+    var value: Int { bytes.load(ordering: .relaxed) }
+    func track(_ count: Int, _ future: EventLoopFuture<Void>) {
+        bytes.add(count, ordering: .relaxed)
+        future.whenComplete { [self] _ in bytes.subtract(count, ordering: .relaxed) }
+    }
+}
+
+struct InterleavedTransport: PlayerTransport {
+    let channel: Channel
+    /// Per track: the RTP channel number (RTCP is the next one).
+    let channels: [Int: UInt8]
+    let backlog = BacklogCounter()
+
+    func send(_ packets: [RTPPacket], track: Int) {
+        guard let number = channels[track], !packets.isEmpty else { return }
+        var buffer = channel.allocator.buffer(capacity: packets.reduce(0) { $0 + $1.serializedSize + 4 })
+        var scratch = channel.allocator.buffer(capacity: 1500)
+        for packet in packets {
+            scratch.clear()
+            packet.write(to: &scratch)
+            RTSPSerialization.writeInterleaved(channel: number, payload: scratch, to: &buffer)
+        }
+        let size = buffer.readableBytes
+        backlog.track(size, channel.writeAndFlush(buffer))
+    }
+
+    func send(_ rtcp: RTCPPacket, track: Int) {
+        guard let number = channels[track] else { return }
+        var payload = channel.allocator.buffer(capacity: 64)
+        rtcp.write(to: &payload)
+        var buffer = channel.allocator.buffer(capacity: payload.readableBytes + 4)
+        RTSPSerialization.writeInterleaved(channel: number &+ 1, payload: payload, to: &buffer)
+        channel.writeAndFlush(buffer, promise: nil)
+    }
+
+    var pendingBytes: Int { backlog.value }
+
+    func close() {
+        channel.close(promise: nil)
+    }
+}
+
+struct DatagramTransport: PlayerTransport {
+    let rtpChannel: Channel
+    let rtcpChannel: Channel
+    /// Per track: where the player listens for RTP and RTCP.
+    let destinations: [Int: (rtp: SocketAddress, rtcp: SocketAddress)]
+    let backlog = BacklogCounter()
+
+    func send(_ packets: [RTPPacket], track: Int) {
+        guard let destination = destinations[track], !packets.isEmpty else { return }
+        var size = 0
+        var last: EventLoopFuture<Void>?
+        for packet in packets {
+            var buffer = rtpChannel.allocator.buffer(capacity: packet.serializedSize)
+            packet.write(to: &buffer)
+            size += buffer.readableBytes
+            last = rtpChannel.write(AddressedEnvelope(remoteAddress: destination.rtp, data: buffer))
+        }
+        rtpChannel.flush()
+        if let last { backlog.track(size, last) }
+    }
+
+    func send(_ rtcp: RTCPPacket, track: Int) {
+        guard let destination = destinations[track] else { return }
+        var buffer = rtcpChannel.allocator.buffer(capacity: 64)
+        rtcp.write(to: &buffer)
+        rtcpChannel.writeAndFlush(AddressedEnvelope(remoteAddress: destination.rtcp, data: buffer), promise: nil)
+    }
+
+    var pendingBytes: Int { backlog.value }
+
+    func close() {}
+}

@@ -1,0 +1,133 @@
+import MediaCore
+import RTSP
+import Synchronization
+
+/// What arrives from one publisher, in order, on one of the server's threads at a time.
+public protocol PublishSink: AnyObject, Sendable {
+    /// One video access unit; `ticks` are 90 kHz units from the session's start, never decreasing.
+    /// `format` is the latest known SPS/PPS (from SDP or in-band).
+    func receiveVideo(_ unit: H264AccessUnit, ticks: Int64, format: VideoFormat)
+    /// One AAC access unit; `ticks` in the sample rate's units.
+    func receiveAudio(_ frame: [UInt8], ticks: Int64, format: AudioFormat)
+    /// A `SET_PARAMETER` notification, e.g. `publisherBackground`.
+    func receiveNotification(name: String, value: String)
+    /// The publisher is gone: TEARDOWN, connection closed, or session timeout.
+    func publisherEnded(reason: String)
+}
+
+public struct PublishRequest: Sendable {
+    public var path: String
+    public var description: SessionDescription
+    public var remoteAddress: String
+}
+
+public enum PublishDecision: Sendable {
+    case accept(any PublishSink)
+    case refuse(status: Int, reason: String)
+}
+
+/// Decides who may publish what: the live node maps provisioned streams to jobs.
+public protocol PublishPolicy: Sendable {
+    func decide(_ request: PublishRequest) -> PublishDecision
+}
+
+/// Publishes a stream straight to players of the same path, unchanged (no transcoding).
+public final class RelaySink: PublishSink {
+    let stream: LiveStream
+    private let formats = Mutex<(VideoFormat?, AudioFormat?)>((nil, nil))
+
+    public init(stream: LiveStream) {
+        self.stream = stream
+    }
+
+    public func receiveVideo(_ unit: H264AccessUnit, ticks: Int64, format: VideoFormat) {
+        updateFormats(video: format, audio: nil)
+        stream.writeVideo(nalUnits: unit.nalUnits, ticks: ticks, isKeyframe: unit.containsIDR)
+    }
+
+    public func receiveAudio(_ frame: [UInt8], ticks: Int64, format: AudioFormat) {
+        updateFormats(video: nil, audio: format)
+        stream.writeAudio(frame, ticks: ticks)
+    }
+
+    private func updateFormats(video: VideoFormat?, audio: AudioFormat?) {
+        let changed: (VideoFormat?, AudioFormat?)? = formats.withLock { current in
+            let next = (video ?? current.0, audio ?? current.1)
+            guard next.0 != current.0 || next.1 != current.1 else { return nil }
+            current = next
+            return next
+        }
+        if let changed { stream.setFormats(video: changed.0, audio: changed.1) }
+    }
+
+    public func receiveNotification(name: String, value: String) {}
+
+    public func publisherEnded(reason: String) {
+        stream.end()
+    }
+}
+
+/// Turns one announced track's RTP into access units with continuous timestamps.
+struct IncomingTrack {
+    enum Kind {
+        case video(H264Depacketizer)
+        case audio(AACDepacketizer, AudioFormat)
+        case unsupported
+    }
+
+    let media: SessionDescription.Media
+    var kind: Kind
+    var reorder = RTPReorderBuffer(capacity: 64)
+    var lastTimestamp: UInt32?
+    var ticks: Int64 = 0
+    var videoFormat: VideoFormat?
+    var packetsReceived = 0
+    var bytesReceived = 0
+
+    init(media: SessionDescription.Media) {
+        self.media = media
+        if media.isH264 {
+            let sets = media.formatParameters["sprop-parameter-sets"].map(H264.parameterSets(fromSprop:)) ?? []
+            let sps = sets.first { ($0.first ?? 0) & 0x1F == 7 }
+            let pps = sets.first { ($0.first ?? 0) & 0x1F == 8 }
+            kind = .video(H264Depacketizer(sps: sps, pps: pps))
+            if let sps, let pps { videoFormat = VideoFormat(sps: sps, pps: pps, frameRate: Self.frameRate(media)) }
+        } else if media.isAAC, let config = media.formatParameters["config"].flatMap(Self.hexBytes), !config.isEmpty,
+                  (media.formatParameters["mode"] ?? "").lowercased() == "aac-hbr" {
+            kind = .audio(AACDepacketizer(), AudioFormat(sampleRate: media.clockRate, channels: media.channels ?? 2, config: config))
+        } else {
+            kind = .unsupported
+        }
+    }
+
+    static func frameRate(_ media: SessionDescription.Media) -> Double? {
+        media.attributes.first { $0.hasPrefix("framerate:") }.flatMap { Double($0.dropFirst("framerate:".count)) }
+    }
+
+    static func hexBytes(_ text: String) -> [UInt8]? {
+        let digits = Array(text.utf8)
+        guard digits.count % 2 == 0 else { return nil }
+        var bytes: [UInt8] = []
+        for index in stride(from: 0, to: digits.count, by: 2) {
+            guard let byte = UInt8(String(decoding: digits[index..<index + 2], as: UTF8.self), radix: 16) else { return nil }
+            bytes.append(byte)
+        }
+        return bytes
+    }
+
+    /// Continuous ticks from 32-bit RTP timestamps (which wrap, and start at a random value).
+    mutating func unwrap(_ timestamp: UInt32, startTicks: Int64) -> Int64 {
+        if let last = lastTimestamp {
+            ticks += Int64(Int32(bitPattern: timestamp &- last))
+        } else {
+            ticks = startTicks
+        }
+        lastTimestamp = timestamp
+        return ticks
+    }
+
+    var isSupported: Bool {
+        if case .unsupported = kind { return false }
+        return true
+    }
+}

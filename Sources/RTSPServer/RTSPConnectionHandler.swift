@@ -1,0 +1,395 @@
+import Logging
+import MediaCore
+import NIOCore
+import RTSP
+
+/// One RTSP connection: parses requests and interleaved frames, answers every request, and ends
+/// the sessions it created when it closes. A malformed request gets an error reply; the
+/// connection closes only when the byte stream cannot be resynchronised.
+final class RTSPConnectionHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private let server: RTSPService
+    private let parser: RTSPMessageParser
+    private var buffer: ByteBuffer?
+    private var ownedSessions: Set<String> = []
+    private var logger: Logger
+
+    init(server: RTSPService) {
+        self.server = server
+        self.parser = RTSPMessageParser(limits: server.configuration.limits)
+        self.logger = server.logger
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        logger[metadataKey: "rtsp.peer"] = "\(context.remoteAddress?.description ?? "?")"
+        context.fireChannelActive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var incoming = unwrapInboundIn(data)
+        if buffer == nil {
+            buffer = incoming
+        } else {
+            buffer!.writeBuffer(&incoming)
+        }
+        while var current = buffer, current.readableBytes > 0 {
+            let item: RTSPInbound?
+            do {
+                item = try parser.parse(&current)
+            } catch {
+                logger.info("closing connection after a malformed request: \(error)")
+                reply(context: context, RTSPResponse(status: error.status, headers: ["Connection": "close"], body: Array("\(error)\n".utf8)), cseq: nil)
+                context.close(promise: nil)
+                buffer = nil
+                return
+            }
+            buffer = current
+            guard let item else { break }
+            switch item {
+            case let .request(request):
+                let response = handle(request, context: context)
+                reply(context: context, response.response, cseq: request.cseq)
+                response.after?()
+            case let .interleaved(channel, payload):
+                receiveInterleaved(channel: channel, payload: payload)
+            case .response:
+                break  // answers to our own requests (none on the server side) are ignored
+            }
+        }
+        buffer?.discardReadBytes()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        for id in ownedSessions {
+            if let session = server.sessions.session(id) {
+                session.end(reason: "connection closed", registry: server.registry)
+                server.sessions.remove(id)
+            }
+        }
+        ownedSessions.removeAll()
+        context.fireChannelInactive()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is IdleStateHandler.IdleStateEvent, ownedSessions.allSatisfy({ server.sessions.session($0) == nil }) {
+            context.close(promise: nil)
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        context.close(promise: nil)
+    }
+
+    private func reply(context: ChannelHandlerContext, _ response: RTSPResponse, cseq: String?) {
+        var response = response
+        if let cseq { response.headers.set("CSeq", cseq) }
+        response.headers.add("Server", "abr-worker")
+        var out = context.channel.allocator.buffer(capacity: 256 + response.body.count)
+        response.write(to: &out)
+        context.writeAndFlush(wrapOutboundOut(out), promise: nil)
+    }
+
+    private func receiveInterleaved(channel: UInt8, payload: ByteBuffer) {
+        for id in ownedSessions {
+            guard let session = server.sessions.session(id), let (track, isRTCP) = session.track(forChannel: channel) else { continue }
+            if isRTCP {
+                session.touch()
+            } else {
+                session.receiveRTP(payload, track: track)
+            }
+            return
+        }
+        // A player's RTCP receiver reports arrive here too: they keep its session alive.
+        for id in ownedSessions { server.sessions.session(id)?.touch() }
+    }
+
+    // MARK: - Requests
+
+    private struct Outcome {
+        var response: RTSPResponse
+        /// Runs after the reply is written (a PLAY starts media only once its answer is out).
+        var after: (() -> Void)?
+    }
+
+    private func handle(_ request: RTSPRequest, context: ChannelHandlerContext) -> Outcome {
+        guard request.cseq != nil else {
+            return Outcome(response: RTSPResponse(status: 400, body: Array("missing CSeq\n".utf8)))
+        }
+        let session: ServerSession?
+        if let header = request.headers["Session"] {
+            let id = String(header.split(separator: ";")[0]).trimmedSpaces
+            guard let found = server.sessions.session(id) else { return Outcome(response: RTSPResponse(status: 454)) }
+            session = found
+            found.touch()
+        } else {
+            session = nil
+        }
+        if let session, request.method != "OPTIONS" {
+            let decision = session.state.withLock { $0.machine.decide(request.method) }
+            if decision == .notValidInState, !["SETUP", "PLAY", "RECORD", "PAUSE", "TEARDOWN", "GET_PARAMETER", "SET_PARAMETER", "DESCRIBE"].contains(request.method) {
+                return Outcome(response: RTSPResponse(status: 501))
+            }
+            if decision == .notValidInState { return Outcome(response: RTSPResponse(status: 455, headers: ["Allow": allowed(for: session)])) }
+        }
+        switch request.method {
+        case "OPTIONS":
+            return Outcome(response: RTSPResponse(status: 200, headers: ["Public": RTSPService.supportedMethods]))
+        case "DESCRIBE":
+            return describe(request)
+        case "ANNOUNCE":
+            return announce(request, context: context)
+        case "SETUP":
+            return setup(request, session: session, context: context)
+        case "PLAY":
+            return play(request, session: session, context: context)
+        case "RECORD":
+            return record(session: session)
+        case "PAUSE":
+            return pause(session: session)
+        case "TEARDOWN":
+            return teardown(session: session)
+        case "GET_PARAMETER":
+            return Outcome(response: RTSPResponse(status: 200, headers: sessionHeader(session)))
+        case "SET_PARAMETER":
+            return setParameter(request, session: session)
+        default:
+            return Outcome(response: RTSPResponse(status: 501, headers: ["Public": RTSPService.supportedMethods]))
+        }
+    }
+
+    private func allowed(for session: ServerSession) -> String {
+        let machine = session.state.withLock { $0.machine }
+        return RTSPService.supportedMethods.split(separator: ",").map { String($0).trimmedSpaces }
+            .filter { machine.decide($0) != .notValidInState }.joined(separator: ", ")
+    }
+
+    private func sessionHeader(_ session: ServerSession?) -> RTSPHeaders {
+        guard let session else { return [:] }
+        return ["Session": "\(session.id);timeout=\(server.configuration.sessionTimeout)"]
+    }
+
+    private func describe(_ request: RTSPRequest) -> Outcome {
+        guard let path = RTSPURL.path(of: request.uri) else { return Outcome(response: RTSPResponse(status: 400)) }
+        guard let stream = server.registry.existingStream(path), stream.isPlayable, let sdp = stream.sessionDescription() else {
+            return Outcome(response: RTSPResponse(status: 404, body: Array("no stream is playing at \(path)\n".utf8)))
+        }
+        let base = RTSPURL.base(of: request.uri, path: path)
+        return Outcome(response: RTSPResponse(status: 200, headers: ["Content-Type": "application/sdp", "Content-Base": base + "/"],
+                                              body: Array(sdp.render().utf8)))
+    }
+
+    private func announce(_ request: RTSPRequest, context: ChannelHandlerContext) -> Outcome {
+        guard let path = RTSPURL.path(of: request.uri), !path.isEmpty else { return Outcome(response: RTSPResponse(status: 400)) }
+        guard (request.headers["Content-Type"] ?? "application/sdp").lowercased().hasPrefix("application/sdp") else {
+            return Outcome(response: RTSPResponse(status: 415))
+        }
+        let description: SessionDescription
+        do {
+            description = try SessionDescription.parse(String(decoding: request.body, as: UTF8.self))
+        } catch {
+            return Outcome(response: RTSPResponse(status: 400, body: Array("\(error)\n".utf8)))
+        }
+        guard description.media.contains(where: \.isH264) else {
+            return Outcome(response: RTSPResponse(status: 415, body: Array("the node needs an H.264 video track (got \(description.media.map(\.encoding)))\n".utf8)))
+        }
+        let remote = context.remoteAddress?.description ?? "?"
+        switch server.policy.decide(PublishRequest(path: path, description: description, remoteAddress: remote)) {
+        case let .refuse(status, reason):
+            logger.info("publish refused", metadata: ["stream.guid": "\(path)", "status": "\(status)", "reason": "\(reason)"])
+            return Outcome(response: RTSPResponse(status: status, body: Array("\(reason)\n".utf8)))
+        case let .accept(sink):
+            guard server.registry.claimPublisher(path) else {
+                return Outcome(response: RTSPResponse(status: 403, body: Array("\(path) already has a publisher\n".utf8)))
+            }
+            let session = ServerSession(id: SessionTable.newIdentifier(), path: path, role: .publisher, connection: context.channel)
+            session.state.withLock { state in
+                state.sink = sink
+                state.tracks = description.media.map(IncomingTrack.init)
+            }
+            guard server.sessions.insert(session, limit: server.configuration.maximumSessions) else {
+                server.registry.releasePublisher(path)
+                return Outcome(response: RTSPResponse(status: 503, body: Array("too many sessions\n".utf8)))
+            }
+            ownedSessions.insert(session.id)
+            logger.info("publisher announced", metadata: ["stream.guid": "\(path)", "session": "\(session.id)"])
+            return Outcome(response: RTSPResponse(status: 200, headers: sessionHeader(session)))
+        }
+    }
+
+    private func setup(_ request: RTSPRequest, session existing: ServerSession?, context: ChannelHandlerContext) -> Outcome {
+        guard let urlPath = RTSPURL.path(of: request.uri) else { return Outcome(response: RTSPResponse(status: 400)) }
+        guard let header = request.headers["Transport"] else { return Outcome(response: RTSPResponse(status: 461)) }
+        let offers = RTSPTransport.parseAlternatives(header).filter { !$0.isMulticast }
+        guard !offers.isEmpty else { return Outcome(response: RTSPResponse(status: 461)) }
+
+        let session: ServerSession
+        if let existing {
+            session = existing
+        } else {
+            // A player's first SETUP opens its session on the stream the URL names.
+            let path = RTSPURL.stripControl(urlPath)
+            guard let stream = server.registry.existingStream(path), stream.isPlayable else {
+                return Outcome(response: RTSPResponse(status: 404))
+            }
+            session = ServerSession(id: SessionTable.newIdentifier(), path: path, role: .player, connection: context.channel)
+            session.state.withLock { $0.stream = stream }
+            guard server.sessions.insert(session, limit: server.configuration.maximumSessions) else {
+                return Outcome(response: RTSPResponse(status: 503))
+            }
+            ownedSessions.insert(session.id)
+        }
+        guard urlPath == session.path || urlPath.hasPrefix(session.path + "/") else {
+            return Outcome(response: RTSPResponse(status: 459))  // a SETUP for another stream inside this session
+        }
+        let track: Int?
+        switch session.role {
+        case .publisher:
+            let media = session.state.withLock { $0.tracks.map(\.media) }
+            track = RTSPURL.trackIndex(requestURI: request.uri, urlPath: urlPath, sessionPath: session.path, controls: media.map(\.control))
+        case .player:
+            let count = session.state.withLock { ($0.stream?.audio != nil) ? 2 : 1 }
+            track = RTSPURL.trackIndex(requestURI: request.uri, urlPath: urlPath, sessionPath: session.path,
+                                       controls: (0..<count).map { "trackID=\($0)" })
+        }
+        guard let track else { return Outcome(response: RTSPResponse(status: 404, body: Array("no such track in \(request.uri)\n".utf8))) }
+
+        // The first transport we can serve, in the client's order of preference.
+        for offer in offers {
+            var reply = offer
+            reply.isRecord = session.role == .publisher
+            switch offer.lower {
+            case let .tcp(interleaved):
+                let channels = interleaved ?? UInt8(track * 2)...UInt8(track * 2 + 1)
+                reply.lower = .tcp(interleaved: channels)
+            case let .udp(clientPorts, _):
+                guard let clientPorts, let ports = server.udpPorts else { continue }
+                reply.lower = .udp(clientPorts: clientPorts, serverPorts: UInt16(ports.rtp)...UInt16(ports.rtcp))
+                if session.role == .publisher, let ip = context.remoteAddress?.ipAddress {
+                    server.sessions.addRoute(from: "\(ip):\(clientPorts.lowerBound)", session: session.id, track: track, isRTCP: false)
+                    server.sessions.addRoute(from: "\(ip):\(clientPorts.upperBound)", session: session.id, track: track, isRTCP: true)
+                }
+            }
+            let accepted: Bool = session.state.withLock { state in
+                guard state.machine.apply("SETUP") != .notValidInState else { return false }
+                if session.role == .publisher {
+                    guard track < state.tracks.count else { return false }
+                    state.trackTransports[track] = reply
+                } else {
+                    state.playerTransports[track] = reply
+                }
+                return true
+            }
+            guard accepted else { return Outcome(response: RTSPResponse(status: 455)) }
+            var headers = sessionHeader(session)
+            headers.add("Transport", reply.headerValue)
+            return Outcome(response: RTSPResponse(status: 200, headers: headers))
+        }
+        return Outcome(response: RTSPResponse(status: 461))
+    }
+
+    private func play(_ request: RTSPRequest, session: ServerSession?, context: ChannelHandlerContext) -> Outcome {
+        guard let session else { return Outcome(response: RTSPResponse(status: 454)) }
+        guard session.role == .player else { return Outcome(response: RTSPResponse(status: 455)) }
+        let (stream, transports, alreadyPlaying) = session.state.withLock { ($0.stream, $0.playerTransports, $0.subscriber != nil) }
+        guard let stream, !transports.isEmpty, !stream.isEnded else { return Outcome(response: RTSPResponse(status: 455)) }
+        _ = session.state.withLock { $0.machine.apply("PLAY") }
+        var headers = sessionHeader(session)
+        headers.add("Range", "npt=0.000-")
+        if alreadyPlaying { return Outcome(response: RTSPResponse(status: 200, headers: headers)) }
+
+        let transport: PlayerTransport
+        if transports.values.allSatisfy(\.isTCP) {
+            var channels: [Int: UInt8] = [:]
+            for (track, spec) in transports { if case let .tcp(range?) = spec.lower { channels[track] = range.lowerBound } }
+            transport = InterleavedTransport(channel: context.channel, channels: channels)
+        } else if let udp = server.udpChannels, let ip = context.remoteAddress?.ipAddress {
+            var destinations: [Int: (rtp: SocketAddress, rtcp: SocketAddress)] = [:]
+            for (track, spec) in transports {
+                guard case let .udp(client?, _) = spec.lower,
+                      let rtp = try? SocketAddress(ipAddress: ip, port: Int(client.lowerBound)),
+                      let rtcp = try? SocketAddress(ipAddress: ip, port: Int(client.upperBound)) else { continue }
+                destinations[track] = (rtp, rtcp)
+            }
+            transport = DatagramTransport(rtpChannel: udp.rtp, rtcpChannel: udp.rtcp, destinations: destinations)
+        } else {
+            return Outcome(response: RTSPResponse(status: 461))
+        }
+        let registry = server.registry
+        let sessions = server.sessions
+        let subscriber = MediaSubscriber(transport: transport, hasVideo: transports[0] != nil, hasAudio: transports[1] != nil) { [id = session.id] in
+            sessions.session(id)?.end(reason: "stream ended", registry: registry)
+            sessions.remove(id)
+        }
+        session.state.withLock { $0.subscriber = subscriber }
+        let start = stream.startTicks
+        let info = subscriber.rtpInfo(videoTicks: start.video, audioTicks: start.audio)
+        let base = RTSPURL.base(of: request.uri, path: session.path)
+        var rtpInfo = ["url=\(base)/trackID=0;seq=\(info.video.0);rtptime=\(info.video.1)"]
+        if transports[1] != nil { rtpInfo.append("url=\(base)/trackID=1;seq=\(info.audio.0);rtptime=\(info.audio.1)") }
+        headers.add("RTP-Info", rtpInfo.joined(separator: ","))
+        logger.info("player started", metadata: ["stream.guid": "\(session.path)", "session": "\(session.id)",
+                                                  "transport": "\(transports.values.first?.isTCP == true ? "tcp" : "udp")"])
+        return Outcome(response: RTSPResponse(status: 200, headers: headers)) {
+            stream.subscribe(subscriber)
+        }
+    }
+
+    private func record(session: ServerSession?) -> Outcome {
+        guard let session else { return Outcome(response: RTSPResponse(status: 454)) }
+        let ok: Bool = session.state.withLock { state in
+            guard session.role == .publisher, !state.trackTransports.isEmpty, state.machine.apply("RECORD") != .notValidInState else { return false }
+            if state.recordStarted == nil { state.recordStarted = DispatchTimeNow() }
+            return true
+        }
+        guard ok else { return Outcome(response: RTSPResponse(status: 455)) }
+        return Outcome(response: RTSPResponse(status: 200, headers: sessionHeader(session)))
+    }
+
+    private func pause(session: ServerSession?) -> Outcome {
+        guard let session else { return Outcome(response: RTSPResponse(status: 454)) }
+        let (stream, subscriber) = session.state.withLock { state -> (LiveStream?, MediaSubscriber?) in
+            _ = state.machine.apply("PAUSE")
+            defer { state.subscriber = nil }
+            return (state.stream, state.subscriber)
+        }
+        if let subscriber { stream?.unsubscribe(subscriber) }
+        return Outcome(response: RTSPResponse(status: 200, headers: sessionHeader(session)))
+    }
+
+    private func teardown(session: ServerSession?) -> Outcome {
+        guard let session else { return Outcome(response: RTSPResponse(status: 454)) }
+        session.end(reason: "teardown", registry: server.registry)
+        server.sessions.remove(session.id)
+        ownedSessions.remove(session.id)
+        return Outcome(response: RTSPResponse(status: 200))
+    }
+
+    private func setParameter(_ request: RTSPRequest, session: ServerSession?) -> Outcome {
+        // Publishers report app state (`publisherBackground`, ...) as `name: value` lines or bare names.
+        if let session, session.role == .publisher, let sink = session.state.withLock({ $0.sink }) {
+            for line in String(decoding: request.body.prefix(4096), as: UTF8.self).split(whereSeparator: { $0 == "\n" || $0 == "\r" }) {
+                let parts = line.split(maxSplits: 1, whereSeparator: { $0 == ":" || $0 == "=" }).map { String($0).trimmedSpaces }
+                guard let name = parts.first, !name.isEmpty else { continue }
+                sink.receiveNotification(name: name, value: parts.count > 1 ? parts[1] : "")
+            }
+        }
+        return Outcome(response: RTSPResponse(status: 200, headers: sessionHeader(session)))
+    }
+}
+
+func DispatchTimeNow() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
+
+import Dispatch
+
+extension String {
+    var trimmedSpaces: String {
+        var text = Substring(self)
+        while text.first == " " || text.first == "\t" { text = text.dropFirst() }
+        while text.last == " " || text.last == "\t" { text = text.dropLast() }
+        return String(text)
+    }
+}

@@ -1,0 +1,167 @@
+import Dispatch
+import Logging
+import NIOCore
+import NIOPosix
+import RTSP
+import Synchronization
+
+/// The node's RTSP server (RFC 2326) on one port for publishers and players, with RTP over
+/// TCP (interleaved) or UDP (one shared server port pair, routed by source address).
+public final class RTSPService: Sendable {
+    public struct Configuration: Sendable {
+        public var host = "127.0.0.1"
+        public var port = 8554
+        /// The server's RTP port (RTCP is the next); 0 picks a free even pair.
+        public var rtpPort = 0
+        /// Seconds without a request or media before a session ends.
+        public var sessionTimeout = 60
+        public var maximumSessions = 256
+        public var limits = RTSPMessageParser.Limits()
+        public init() {}
+    }
+
+    static let supportedMethods = "OPTIONS, DESCRIBE, ANNOUNCE, SETUP, PLAY, RECORD, PAUSE, TEARDOWN, GET_PARAMETER, SET_PARAMETER"
+
+    public let configuration: Configuration
+    public let registry: StreamRegistry
+    let policy: any PublishPolicy
+    let logger: Logger
+    let sessions = SessionTable()
+    private let group: MultiThreadedEventLoopGroup
+    private let channels = Mutex<(server: Channel?, rtp: Channel?, rtcp: Channel?, sweep: RepeatedTask?)>((nil, nil, nil, nil))
+
+    public init(configuration: Configuration, registry: StreamRegistry, policy: any PublishPolicy,
+                logger: Logger = Logger(label: "abr.rtsp"), threads: Int = 1) {
+        self.configuration = configuration
+        self.registry = registry
+        self.policy = policy
+        self.logger = logger
+        self.group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, threads))
+    }
+
+    /// The bound RTSP port (after `start`).
+    public var port: Int? { channels.withLock { $0.server?.localAddress?.port } }
+
+    var udpPorts: (rtp: Int, rtcp: Int)? {
+        channels.withLock { state in
+            guard let rtp = state.rtp?.localAddress?.port, let rtcp = state.rtcp?.localAddress?.port else { return nil }
+            return (rtp, rtcp)
+        }
+    }
+
+    var udpChannels: (rtp: Channel, rtcp: Channel)? {
+        channels.withLock { state in
+            guard let rtp = state.rtp, let rtcp = state.rtcp else { return nil }
+            return (rtp, rtcp)
+        }
+    }
+
+    public var sessionCount: Int { sessions.count }
+
+    /// Binds the RTSP port and the UDP pair; returns the RTSP port.
+    @discardableResult
+    public func start() throws -> Int {
+        let (rtp, rtcp) = try bindUDPPair()
+        let server = try ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { [self] channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: .seconds(Int64(configuration.sessionTimeout) * 2)))
+                    try channel.pipeline.syncOperations.addHandler(RTSPConnectionHandler(server: self))
+                }
+            }
+            .bind(host: configuration.host, port: configuration.port).wait()
+        let sweep = group.next().scheduleRepeatedTask(initialDelay: .seconds(1), delay: .seconds(1)) { [self] _ in
+            expireSessions()
+        }
+        channels.withLock { $0 = (server, rtp, rtcp, sweep) }
+        logger.info("RTSP listening", metadata: ["rtsp.port": "\(server.localAddress?.port ?? 0)",
+                                                 "rtp.ports": "\(rtp.localAddress?.port ?? 0)-\(rtcp.localAddress?.port ?? 0)"])
+        return server.localAddress?.port ?? configuration.port
+    }
+
+    private func bindUDPPair() throws -> (Channel, Channel) {
+        func bind(_ port: Int) throws -> Channel {
+            try DatagramBootstrap(group: group)
+                .channelOption(.socketOption(.so_reuseaddr), value: 1)
+                .channelInitializer { [self] channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(DatagramHandler(server: self))
+                    }
+                }
+                .bind(host: configuration.host, port: port).wait()
+        }
+        if configuration.rtpPort != 0 {
+            return (try bind(configuration.rtpPort), try bind(configuration.rtpPort + 1))
+        }
+        // RTP wants an even port with RTCP just above it: try until a pair is free.
+        for _ in 0..<50 {
+            let rtp = try bind(0)
+            guard let port = rtp.localAddress?.port, port % 2 == 0, port < 65535, let rtcp = try? bind(port + 1) else {
+                try? rtp.close().wait()
+                continue
+            }
+            return (rtp, rtcp)
+        }
+        throw IOError(errnoCode: EADDRINUSE, reason: "no free UDP port pair for RTP/RTCP")
+    }
+
+    private func expireSessions() {
+        let limit = UInt64(configuration.sessionTimeout) * 1_000_000_000
+        for session in sessions.all where session.idleNanoseconds > limit {
+            logger.info("session timed out", metadata: ["session": "\(session.id)", "stream.guid": "\(session.path)"])
+            session.end(reason: "session timeout", registry: registry)
+            sessions.remove(session.id)
+        }
+    }
+
+    /// UDP media from publishers (routed by source address) and RTCP from players.
+    func receiveDatagram(_ envelope: AddressedEnvelope<ByteBuffer>) {
+        guard let route = sessions.route(from: envelope.remoteAddress.routeKey) else { return }
+        if route.isRTCP {
+            route.session.touch()
+        } else {
+            route.session.receiveRTP(envelope.data, track: route.track)
+        }
+    }
+
+    /// Ends every session and closes the sockets.
+    public func shutdown() {
+        let state = channels.withLock { state in
+            defer { state = (nil, nil, nil, nil) }
+            return state
+        }
+        state.sweep?.cancel()
+        for session in sessions.all {
+            session.end(reason: "server shutting down", registry: registry)
+            sessions.remove(session.id)
+        }
+        try? state.server?.close().wait()
+        try? state.rtp?.close().wait()
+        try? state.rtcp?.close().wait()
+        try? group.syncShutdownGracefully()
+    }
+}
+
+final class DatagramHandler: ChannelInboundHandler {
+    typealias InboundIn = AddressedEnvelope<ByteBuffer>
+    private let server: RTSPService
+
+    init(server: RTSPService) {
+        self.server = server
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        server.receiveDatagram(unwrapInboundIn(data))
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        // ICMP port unreachable from a player that went away: not a reason to stop serving.
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#endif
