@@ -59,9 +59,16 @@ let package = Package(
             name: "RTSPTests",
             dependencies: ["RTSP", .product(name: "NIOCore", package: "swift-nio")]
         ),
+        // Helpers shared by the test targets: running real peers, probing media, reading playlists.
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(
             name: "TranscoderTests",
-            dependencies: ["Transcoder", "MediaCore", "FFmpegBridge", "abr-worker"]
+            dependencies: ["Transcoder", "MediaCore", "FFmpegBridge", "abr-worker", "TestSupport"]
+        ),
+        .testTarget(
+            name: "RTSPServerTests",
+            dependencies: ["RTSPServer", "RTSP", "MediaCore", "Transcoder", "TestSupport",
+                           .product(name: "NIOCore", package: "swift-nio")]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// The built `abr-worker`, next to this test bundle in the build folder.

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import MediaCore
 import Testing
 import Transcoder

@@ -2,24 +2,24 @@ import Foundation
 
 /// A strict reader of the HLS playlists we write, following RFC 8216's grammar rather than our
 /// own writer, so a malformed attribute list fails the test.
-struct PlaylistChecker {
-    struct StreamInf {
-        var attributes: [String: String]
-        var uri: String
+public struct PlaylistChecker {
+    public struct StreamInf: Sendable {
+        public var attributes: [String: String]
+        public var uri: String
     }
 
-    struct MediaSegment {
-        var duration: Double
-        var uri: String
+    public struct MediaSegment: Sendable {
+        public var duration: Double
+        public var uri: String
     }
 
-    enum Problem: Error, CustomStringConvertible {
+    public enum Problem: Error, CustomStringConvertible {
         case invalid(String)
-        var description: String { if case let .invalid(text) = self { return text }; return "" }
+        public var description: String { if case let .invalid(text) = self { return text }; return "" }
     }
 
     /// RFC 8216 §4.2: AttributeName=AttributeValue pairs, comma-separated; quoted strings may hold commas.
-    static func attributes(_ list: Substring) throws -> [String: String] {
+    public static func attributes(_ list: Substring) throws -> [String: String] {
         var result: [String: String] = [:]
         var rest = list[...]
         while !rest.isEmpty {
@@ -53,7 +53,7 @@ struct PlaylistChecker {
         return result
     }
 
-    static func master(_ text: String) throws -> [StreamInf] {
+    public static func master(_ text: String) throws -> [StreamInf] {
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .init(charactersIn: "\r")) }
         guard lines.first == "#EXTM3U" else { throw Problem.invalid("missing #EXTM3U") }
         var streams: [StreamInf] = []
@@ -87,7 +87,7 @@ struct PlaylistChecker {
         return streams
     }
 
-    static func media(_ text: String) throws -> (targetDuration: Int, segments: [MediaSegment], ended: Bool, map: String?) {
+    public static func media(_ text: String) throws -> (targetDuration: Int, segments: [MediaSegment], ended: Bool, map: String?) {
         let lines = text.split(separator: "\n").map(String.init)
         guard lines.first == "#EXTM3U" else { throw Problem.invalid("missing #EXTM3U") }
         var target: Int?

@@ -1,21 +1,20 @@
 import Foundation
-import Testing
 
-let fixturesDirectory = URL(fileURLWithPath: #filePath)
+public let fixturesDirectory = URL(fileURLWithPath: #filePath)
     .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     .appendingPathComponent("Fixtures")
 
-func fixture(_ path: String) -> String { fixturesDirectory.appendingPathComponent(path).path }
+public func fixture(_ path: String) -> String { fixturesDirectory.appendingPathComponent(path).path }
 
-struct ProcessResult {
-    var status: Int32
-    var stdout: String
-    var stderr: String
+public struct ProcessResult: Sendable {
+    public var status: Int32
+    public var stdout: String
+    public var stderr: String
 }
 
 /// Runs a program to completion with a time limit, capturing its output.
 @discardableResult
-func runProcess(_ executable: String, _ arguments: [String], timeout: TimeInterval = 300) throws -> ProcessResult {
+public func runProcess(_ executable: String, _ arguments: [String], timeout: TimeInterval = 300) throws -> ProcessResult {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable.hasPrefix("/") ? executable : "/usr/bin/\(executable)")
     process.arguments = arguments
@@ -44,21 +43,28 @@ func runProcess(_ executable: String, _ arguments: [String], timeout: TimeInterv
 }
 
 /// Facts about real media files, read with Debian's ffprobe: the independent judge of our output.
-enum MediaProbe {
-    struct VideoStream {
-        var width: Int
-        var height: Int
-        var bitRate: Int
-        var frames: Int
-        var profile: String
+public enum MediaProbe {
+    public struct VideoStream: Sendable {
+        public var width: Int
+        public var height: Int
+        public var bitRate: Int
+        public var frames: Int
+        public var profile: String
+        public init(width: Int, height: Int, bitRate: Int, frames: Int, profile: String) {
+            self.width = width
+            self.height = height
+            self.bitRate = bitRate
+            self.frames = frames
+            self.profile = profile
+        }
     }
 
-    struct VideoPacket {
-        var pts: Double
-        var isKeyframe: Bool
+    public struct VideoPacket: Sendable {
+        public var pts: Double
+        public var isKeyframe: Bool
     }
 
-    static func videoStream(_ path: String) throws -> VideoStream {
+    public static func videoStream(_ path: String) throws -> VideoStream {
         let result = try runProcess("ffprobe", ["-v", "error", "-select_streams", "v:0", "-count_packets",
                                                 "-show_entries", "stream=width,height,bit_rate,nb_read_packets,profile",
                                                 "-of", "default=noprint_wrappers=1", path])
@@ -72,7 +78,7 @@ enum MediaProbe {
                            profile: fields["profile"] ?? "")
     }
 
-    static func videoPackets(_ path: String) throws -> [VideoPacket] {
+    public static func videoPackets(_ path: String) throws -> [VideoPacket] {
         let result = try runProcess("ffprobe", ["-v", "error", "-select_streams", "v:0",
                                                 "-show_entries", "packet=pts_time,flags", "-of", "csv=p=0", path])
         return result.stdout.split(separator: "\n").compactMap { line in
@@ -83,18 +89,18 @@ enum MediaProbe {
     }
 
     /// Keyframe times rounded to the millisecond, for comparing across variants.
-    static func keyframeTimes(_ path: String) throws -> [Double] {
+    public static func keyframeTimes(_ path: String) throws -> [Double] {
         try videoPackets(path).filter(\.isKeyframe).map { ($0.pts * 1000).rounded() / 1000 }
     }
 
-    static func decodedFrameCount(_ path: String) throws -> Int {
+    public static func decodedFrameCount(_ path: String) throws -> Int {
         let result = try runProcess("ffprobe", ["-v", "error", "-select_streams", "v:0", "-count_frames",
                                                 "-show_entries", "stream=nb_read_frames", "-of", "csv=p=0", path])
         // MPEG-TS adds a line per program; the stream's count is the first number.
         return result.stdout.split(separator: "\n").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }.first ?? -1
     }
 
-    static func hasAudio(_ path: String) throws -> Bool {
+    public static func hasAudio(_ path: String) throws -> Bool {
         let result = try runProcess("ffprobe", ["-v", "error", "-select_streams", "a", "-show_entries", "stream=codec_name", "-of", "csv=p=0", path])
         return result.stdout.contains("aac")
     }

@@ -1,0 +1,140 @@
+import Foundation
+import RTSPServer
+import TestSupport
+import Testing
+
+/// The RTSP server against real clients on loopback: ffmpeg and GStreamer publishing and playing,
+/// over TCP and UDP, and hostile clients that must not disturb them.
+@Suite(.serialized) struct RTSPServerTests {
+    @Test(arguments: ["tcp", "udp"])
+    func ffmpegPublishesAndEveryTransportPlays(_ publishTransport: String) throws {
+        let node = try TestNode()
+        let publisher = try FFmpegPublisher(url: node.url("live/relay_1"), transport: publishTransport, seconds: 20)
+        try #require(node.waitUntilPlayable("live/relay_1"), "publisher never got through: \(publisher.errorText)")
+        for playTransport in ["tcp", "udp"] {
+            let played = try play(node.url("live/relay_1"), transport: playTransport, seconds: 3)
+            #expect(played.status == 0, "\(publishTransport) → \(playTransport): \(played.stderr)")
+            #expect(played.stream.width == 1280 && played.stream.height == 720)
+            // 3 s at 30 fps; a player starts at the cached GOP's IDR, so it may get a little more.
+            #expect((80...200).contains(played.stream.frames), "\(publishTransport) → \(playTransport): \(played.stream.frames) frames")
+            #expect(played.keyframes.first == 0, "the first picture a player gets must be an IDR")
+        }
+    }
+
+    @Test func gstreamerPublishesAndPlays() throws {
+        let node = try TestNode()
+        let publisher = Process()
+        publisher.executableURL = URL(fileURLWithPath: "/usr/bin/gst-launch-1.0")
+        publisher.arguments = ["-q", "videotestsrc", "is-live=true", "num-buffers=600", "!", "video/x-raw,width=640,height=360,framerate=30/1",
+                               "!", "x264enc", "tune=zerolatency", "key-int-max=30", "!", "video/x-h264,profile=high", "!", "h264parse",
+                               "!", "rtspclientsink", "location=\(node.url("live/gst_1"))"]
+        publisher.standardOutput = FileHandle.nullDevice
+        publisher.standardError = FileHandle.nullDevice
+        try publisher.run()
+        defer { publisher.terminate(); publisher.waitUntilExit() }
+        try #require(node.waitUntilPlayable("live/gst_1"), "rtspclientsink never got through")
+
+        let ffmpegPlayed = try play(node.url("live/gst_1"), transport: "tcp", seconds: 2)
+        #expect(ffmpegPlayed.stream.width == 640 && ffmpegPlayed.stream.height == 360)
+        for protocols in ["tcp", "udp"] {
+            let result = try runProcess("gst-launch-1.0", ["-q", "rtspsrc", "location=\(node.url("live/gst_1"))", "protocols=\(protocols)",
+                                                           "!", "rtph264depay", "!", "h264parse", "!", "avdec_h264", "!",
+                                                           "fakesink", "num-buffers=45", "sync=false"], timeout: 20)
+            #expect(result.status == 0, "rtspsrc over \(protocols): \(result.stderr)")
+        }
+    }
+
+    @Test func unprovisionedPublishIsRefused() throws {
+        let node = try TestNode(makePolicy: { _ in RefuseEverything() })
+        let result = try runProcess("ffmpeg", ["-hide_banner", "-loglevel", "error", "-re", "-i", fixture("720p30-h264-aac.mp4"), "-t", "2",
+                                               "-c", "copy", "-f", "rtsp", "-rtsp_transport", "tcp", node.url("live/nobody_1")], timeout: 20)
+        #expect(result.status != 0)
+        #expect(result.stderr.contains("404"), "\(result.stderr)")
+        #expect(node.registry.existingStream("live/nobody_1") == nil)
+    }
+
+    @Test func aSecondPublisherIsRefusedAndTheFirstKeepsGoing() throws {
+        let node = try TestNode()
+        let first = try FFmpegPublisher(url: node.url("live/busy_1"), transport: "tcp", seconds: 20)
+        try #require(node.waitUntilPlayable("live/busy_1"), "\(first.errorText)")
+        let second = try runProcess("ffmpeg", ["-hide_banner", "-loglevel", "error", "-re", "-i", fixture("720p30-h264-aac.mp4"), "-t", "2",
+                                               "-c", "copy", "-f", "rtsp", "-rtsp_transport", "tcp", node.url("live/busy_1")], timeout: 20)
+        #expect(second.status != 0)
+        #expect(second.stderr.contains("403"), "\(second.stderr)")
+        let played = try play(node.url("live/busy_1"), transport: "tcp", seconds: 2)
+        #expect(played.stream.frames >= 45, "the first publisher's stream stopped")
+    }
+
+    /// Garbage, oversized and out-of-order requests get error replies while a player keeps receiving.
+    @Test func hostileRequestsGetErrorsAndDoNotDisturbAPlayer() throws {
+        let node = try TestNode()
+        let publisher = try FFmpegPublisher(url: node.url("live/steady_1"), transport: "tcp", seconds: 25)
+        try #require(node.waitUntilPlayable("live/steady_1"), "\(publisher.errorText)")
+
+        // A player records for 6 s while the attacks run.
+        let recording = FileManager.default.temporaryDirectory.appendingPathComponent("steady-\(UUID().uuidString).mkv").path
+        defer { try? FileManager.default.removeItem(atPath: recording) }
+        let player = Process()
+        player.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
+        player.arguments = ["-hide_banner", "-loglevel", "error", "-rtsp_transport", "tcp", "-i", node.url("live/steady_1"),
+                            "-t", "6", "-c", "copy", "-y", recording]
+        player.standardError = FileHandle.nullDevice
+        player.standardInput = FileHandle.nullDevice
+        try player.run()
+        Thread.sleep(forTimeInterval: 1)
+
+        let cases: [(String, Int?)] = [
+            ("GARBAGE\r\n\r\n", 400),
+            ("OPTIONS rtsp://x/y RTSP/1.0\r\n\r\n", 400),                                    // no CSeq
+            ("OPTIONS rtsp://x/y RTSP/9.9\r\nCSeq: 1\r\n\r\n", 505),
+            ("PLAY \(node.url("live/steady_1")) RTSP/1.0\r\nCSeq: 2\r\nSession: 1234\r\n\r\n", 454),
+            ("PLAY \(node.url("live/steady_1")) RTSP/1.0\r\nCSeq: 3\r\n\r\n", 454),          // PLAY before SETUP
+            ("RECORD \(node.url("live/steady_1")) RTSP/1.0\r\nCSeq: 4\r\n\r\n", 454),
+            ("DESCRIBE \(node.url("live/none")) RTSP/1.0\r\nCSeq: 5\r\n\r\n", 404),
+            ("DESCRIBE \(node.url("live/../../etc")) RTSP/1.0\r\nCSeq: 6\r\n\r\n", 400),
+            ("SETUP \(node.url("live/steady_1"))/trackID=0 RTSP/1.0\r\nCSeq: 7\r\nTransport: RTP/SAVPF;unicast\r\n\r\n", 461),
+            ("ANNOUNCE \(node.url("live/bad_1")) RTSP/1.0\r\nCSeq: 8\r\nContent-Type: application/sdp\r\nContent-Length: 5\r\n\r\nhello", 400),
+            ("BREW \(node.url("live/steady_1")) RTSP/1.0\r\nCSeq: 9\r\n\r\n", 501),
+        ]
+        for (request, expected) in cases {
+            let client = try RawRTSPClient(port: node.port)
+            client.send(request)
+            #expect(client.status() == expected, "\(request.prefix(40))")
+        }
+        // Oversized: a header line past the limit, and a body past the limit.
+        let huge = try RawRTSPClient(port: node.port)
+        huge.send("OPTIONS rtsp://x/y RTSP/1.0\r\nCSeq: 1\r\nX-Pad: " + String(repeating: "a", count: 10_000) + "\r\n\r\n")
+        #expect(huge.status() == 431)
+        let big = try RawRTSPClient(port: node.port)
+        big.send("ANNOUNCE rtsp://x/y RTSP/1.0\r\nCSeq: 1\r\nContent-Length: 10000000\r\n\r\n")
+        #expect(big.status() == 413)
+        // Random bytes, and an interleaved frame for a channel nobody set up.
+        let noise = try RawRTSPClient(port: node.port)
+        noise.send((0..<2000).map { _ in UInt8.random(in: 0...255) })
+        noise.send([UInt8(ascii: "$"), 9, 0, 4, 1, 2, 3, 4])
+        // A client that keeps a connection and a session, then goes quiet.
+        let keeper = try RawRTSPClient(port: node.port)
+        keeper.send("OPTIONS \(node.url("live/steady_1")) RTSP/1.0\r\nCSeq: 1\r\n\r\n")
+        #expect(keeper.status() == 200)
+
+        player.waitUntilExit()
+        #expect(player.terminationStatus == 0)
+        let frames = try MediaProbe.videoStream(recording).frames
+        #expect(frames >= 150, "the player got \(frames) frames in 6 s")
+    }
+
+    @Test func sessionsTimeOutAndEndThePublish() throws {
+        let node = try TestNode(sessionTimeout: 2)
+        let client = try RawRTSPClient(port: node.port)
+        let sdp = "v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=x\r\nt=0 0\r\nm=video 0 RTP/AVP 96\r\na=rtpmap:96 H264/90000\r\na=control:streamid=0\r\n"
+        client.send("ANNOUNCE \(node.url("live/quiet_1")) RTSP/1.0\r\nCSeq: 1\r\nContent-Type: application/sdp\r\nContent-Length: \(sdp.utf8.count)\r\n\r\n\(sdp)")
+        #expect(client.status() == 200)
+        #expect(node.service.sessionCount == 1)
+        Thread.sleep(forTimeInterval: 4)
+        #expect(node.service.sessionCount == 0)
+        // The path is free again for a new publisher.
+        let again = try RawRTSPClient(port: node.port)
+        again.send("ANNOUNCE \(node.url("live/quiet_1")) RTSP/1.0\r\nCSeq: 1\r\nContent-Type: application/sdp\r\nContent-Length: \(sdp.utf8.count)\r\n\r\n\(sdp)")
+        #expect(again.status() == 200)
+    }
+}

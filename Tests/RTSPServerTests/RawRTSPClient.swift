@@ -1,0 +1,56 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A blocking TCP client that sends whatever bytes a test wants: for malformed and hostile requests.
+final class RawRTSPClient {
+    private let socketDescriptor: Int32
+
+    init(port: Int) throws {
+        socketDescriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+        setsockopt(socketDescriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socketDescriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard result == 0 else { throw POSIXError(.ECONNREFUSED) }
+    }
+
+    deinit { close(socketDescriptor) }
+
+    func send(_ text: String) { send(Array(text.utf8)) }
+
+    func send(_ bytes: [UInt8]) {
+        _ = bytes.withUnsafeBytes { Glibc.send(socketDescriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+
+    /// Reads until a whole response head (and its body) arrived, or the timeout; "" on close.
+    func receiveResponse() -> String {
+        var data = [UInt8]()
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let text = String(decoding: data, as: UTF8.self)
+            if let end = text.range(of: "\r\n\r\n") {
+                let head = text[..<end.lowerBound]
+                let length = head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("content-length:") }
+                    .flatMap { Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) } ?? 0
+                if text.utf8.count - text.utf8.distance(from: text.startIndex, to: end.upperBound) >= length { return text }
+            }
+            let count = recv(socketDescriptor, &chunk, chunk.count, 0)
+            if count <= 0 { return String(decoding: data, as: UTF8.self) }
+            data += chunk[0..<count]
+        }
+    }
+
+    /// The status code of the next response, or nil when the server closed the connection.
+    func status() -> Int? {
+        let response = receiveResponse()
+        guard response.hasPrefix("RTSP/1.0 ") else { return nil }
+        return Int(response.dropFirst(9).prefix(3))
+    }
+}
