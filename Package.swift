@@ -35,6 +35,11 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Provisions → live jobs → republished streams: the node's live behaviour.
+        .target(
+            name: "LiveNode",
+            dependencies: ["RTSPServer", "RTSP", "Transcoder", "MediaCore", .product(name: "Logging", package: "swift-log")]
+        ),
         .target(
             name: "FFmpegBridge",
             dependencies: ["CFFmpeg", "MediaCore"]
@@ -49,7 +54,7 @@ let package = Package(
         .executableTarget(
             name: "abr-worker",
             dependencies: [
-                "Transcoder", "MediaCore", "RTSPServer",
+                "Transcoder", "MediaCore", "RTSPServer", "LiveNode",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -67,7 +72,7 @@ let package = Package(
         ),
         .testTarget(
             name: "RTSPServerTests",
-            dependencies: ["RTSPServer", "RTSP", "MediaCore", "Transcoder", "TestSupport",
+            dependencies: ["RTSPServer", "RTSP", "MediaCore", "Transcoder", "LiveNode", "TestSupport",
                            .product(name: "NIOCore", package: "swift-nio")]
         ),
     ],

@@ -22,6 +22,39 @@ public final class CodecParameters: @unchecked Sendable {
         try check(avcodec_parameters_from_context(pointer, context), "avcodec_parameters_from_context")
     }
 
+    private init() throws(FFmpegError) {
+        guard let pointer = avcodec_parameters_alloc() else {
+            throw FFmpegError(operation: "avcodec_parameters_alloc", message: "out of memory")
+        }
+        self.pointer = pointer
+    }
+
+    /// H.264 video described by its parameter sets (Annex B or avcC extradata), as a live
+    /// publisher's SDP or in-band SPS/PPS give it.
+    public static func h264(width: Int, height: Int, extradata: [UInt8]) throws(FFmpegError) -> CodecParameters {
+        let parameters = try CodecParameters()
+        parameters.pointer.pointee.codec_type = AVMEDIA_TYPE_VIDEO
+        parameters.pointer.pointee.codec_id = AV_CODEC_ID_H264
+        parameters.pointer.pointee.width = Int32(width)
+        parameters.pointer.pointee.height = Int32(height)
+        parameters.pointer.pointee.format = AV_PIX_FMT_YUV420P.rawValue
+        try parameters.setExtradata(extradata)
+        return parameters
+    }
+
+    /// AAC audio described by its AudioSpecificConfig.
+    public static func aac(sampleRate: Int, channels: Int, audioSpecificConfig: [UInt8]) throws(FFmpegError) -> CodecParameters {
+        let parameters = try CodecParameters()
+        parameters.pointer.pointee.codec_type = AVMEDIA_TYPE_AUDIO
+        parameters.pointer.pointee.codec_id = AV_CODEC_ID_AAC
+        parameters.pointer.pointee.sample_rate = Int32(sampleRate)
+        parameters.pointer.pointee.frame_size = 1024
+        av_channel_layout_default(&parameters.pointer.pointee.ch_layout, Int32(channels))
+        parameters.pointer.pointee.profile = Int32(max(0, Int((audioSpecificConfig.first ?? 0x10) >> 3) - 1))
+        try parameters.setExtradata(audioSpecificConfig)
+        return parameters
+    }
+
     deinit {
         var p: UnsafeMutablePointer<AVCodecParameters>? = pointer
         avcodec_parameters_free(&p)

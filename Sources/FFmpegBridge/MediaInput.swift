@@ -1,5 +1,16 @@
 import CFFmpeg
 
+/// Where a job's packets come from: a container libavformat reads, or a live publisher.
+/// Read from one thread only.
+public protocol PacketReader: AnyObject {
+    var url: String { get }
+    var streams: [StreamInfo] { get }
+    var bestVideoStream: StreamInfo? { get }
+    /// Container-level bit rate, 0 when unknown.
+    var bitRate: Int { get }
+    func read() throws(FFmpegError) -> MediaInput.ReadResult
+}
+
 /// What a demuxed stream is, read once when the input opens.
 public struct StreamInfo: Sendable {
     public enum Kind: Sendable { case video, audio, other }
@@ -16,12 +27,26 @@ public struct StreamInfo: Sendable {
     /// Frame count from the container's index (MP4 sample tables), 0 when unknown.
     public var frameCount: Int
     public var parameters: CodecParameters
+
+    public init(index: Int, kind: Kind, codecName: String, timeBase: Rational, width: Int, height: Int, frameRate: Rational,
+                bitRate: Int, frameCount: Int, parameters: CodecParameters) {
+        self.index = index
+        self.kind = kind
+        self.codecName = codecName
+        self.timeBase = timeBase
+        self.width = width
+        self.height = height
+        self.frameRate = frameRate
+        self.bitRate = bitRate
+        self.frameCount = frameCount
+        self.parameters = parameters
+    }
 }
 
 /// An opened input: a file libavformat can read, or a network URL (`rtsp://` is pulled over TCP).
 ///
 /// Confined to one thread: the ingest loop that reads it.
-public final class MediaInput {
+public final class MediaInput: PacketReader {
     private var context: UnsafeMutablePointer<AVFormatContext>?
     public let url: String
     public private(set) var streams: [StreamInfo] = []
@@ -29,6 +54,8 @@ public final class MediaInput {
     public enum ReadResult {
         case packet(Packet)
         case endOfInput
+        /// A live reader got nothing for a while; the caller decides whether that ends the input.
+        case idle
     }
 
     /// - Parameter timeoutSeconds: for network inputs, how long a read may stall before it fails.

@@ -7,10 +7,13 @@ public struct HLSMediaPlaylist: Sendable, Hashable {
         public var duration: Double
         /// The source changed before this segment (size, codec parameters, timestamps).
         public var discontinuity: Bool
-        public init(uri: String, duration: Double, discontinuity: Bool = false) {
+        /// The init segment for this and following segments, when it differs from the playlist's first.
+        public var mapURI: String?
+        public init(uri: String, duration: Double, discontinuity: Bool = false, mapURI: String? = nil) {
             self.uri = uri
             self.duration = duration
             self.discontinuity = discontinuity
+            self.mapURI = mapURI
         }
     }
 
@@ -53,9 +56,14 @@ public struct HLSMediaPlaylist: Sendable, Hashable {
             if discontinuitySequence > 0 { lines.append("#EXT-X-DISCONTINUITY-SEQUENCE:\(discontinuitySequence)") }
         }
         lines.append("#EXT-X-INDEPENDENT-SEGMENTS")
-        lines.append("#EXT-X-MAP:URI=\"\(mapURI)\"")
+        var currentMap = segments.first?.mapURI ?? mapURI
+        lines.append("#EXT-X-MAP:URI=\"\(currentMap)\"")
         for segment in segments {
             if segment.discontinuity { lines.append("#EXT-X-DISCONTINUITY") }
+            if let map = segment.mapURI, map != currentMap {
+                lines.append("#EXT-X-MAP:URI=\"\(map)\"")
+                currentMap = map
+            }
             lines.append("#EXTINF:\(String(format: "%.5f", segment.duration)),")
             lines.append(segment.uri)
         }

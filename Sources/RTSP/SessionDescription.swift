@@ -16,6 +16,8 @@ public struct SessionDescription: Sendable, Equatable {
         public var control: String?
         /// `b=AS` in kbit/s.
         public var bandwidthKbps: Int?
+        /// `b=TIAS` in bit/s (RFC 3890: transport-independent, without IP/UDP/RTP overhead).
+        public var bandwidthTIAS: Int?
         /// Other attribute lines (`name` or `name:value`) kept in order.
         public var attributes: [String]
 
@@ -114,6 +116,7 @@ public struct SessionDescription: Sendable, Equatable {
                                 encoding: Self.staticEncoding(payloadType), clockRate: 90000)
             case "b":
                 if value.uppercased().hasPrefix("AS:"), let kbps = Int(value.dropFirst(3)) { current?.bandwidthKbps = kbps }
+                if value.uppercased().hasPrefix("TIAS:"), let bps = Int(value.dropFirst(5)) { current?.bandwidthTIAS = bps }
             case "a":
                 let parts = value.split(separator: ":", maxSplits: 1).map(String.init)
                 let name = parts[0]
@@ -169,6 +172,7 @@ public struct SessionDescription: Sendable, Equatable {
         for media in media {
             lines.append("m=\(media.kind) \(media.port) \(media.proto) \(media.payloadType)")
             if let kbps = media.bandwidthKbps { lines.append("b=AS:\(kbps)") }
+            if let bps = media.bandwidthTIAS { lines.append("b=TIAS:\(bps)") }
             let channels = media.channels.map { "/\($0)" } ?? ""
             lines.append("a=rtpmap:\(media.payloadType) \(media.encoding)/\(media.clockRate)\(channels)")
             if !media.formatParameters.isEmpty {

@@ -52,6 +52,7 @@ public final class LiveStream: Sendable {
         var audio: AudioFormat?
         var attributes: [String] = []
         var bandwidthKbps: Int?
+        var bandwidthTIAS: Int?
         var gop: [CachedAccessUnit] = []
         var gopBytes = 0
         var subscribers: [ObjectIdentifier: MediaSubscriber] = [:]
@@ -91,10 +92,11 @@ public final class LiveStream: Sendable {
         }
     }
 
-    /// Bandwidth hints carried in this stream's SDP: `b=AS` (kbit/s) and extra `a=` lines.
-    public func setHints(bandwidthKbps: Int?, attributes: [String]) {
+    /// Bandwidth hints carried in this stream's SDP: `b=AS` (kbit/s), `b=TIAS` (bit/s) and extra `a=` lines.
+    public func setHints(bandwidthKbps: Int?, bandwidthTIAS: Int?, attributes: [String]) {
         state.withLock {
             $0.bandwidthKbps = bandwidthKbps
+            $0.bandwidthTIAS = bandwidthTIAS
             $0.attributes = attributes
         }
     }
@@ -112,7 +114,7 @@ public final class LiveStream: Sendable {
                 formatParameters: ["packetization-mode": "1", "profile-level-id": video.profileLevelID,
                                    "sprop-parameter-sets": H264.sprop([video.sps, video.pps])],
                 control: "trackID=0", bandwidthKbps: state.bandwidthKbps, attributes: videoAttributes)]
-            if state.bandwidthKbps != nil { media[0].attributes.insert("x-tias:\((state.bandwidthKbps ?? 0) * 1000)", at: 0) }
+            media[0].bandwidthTIAS = state.bandwidthTIAS
             if let audio = state.audio {
                 media.append(SessionDescription.Media(
                     kind: "audio", payloadType: 97, encoding: "MPEG4-GENERIC", clockRate: audio.sampleRate, channels: audio.channels,

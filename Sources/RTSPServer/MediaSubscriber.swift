@@ -30,9 +30,14 @@ final class MediaSubscriber: Sendable {
         var audioPackets: UInt32 = 0
         var audioOctets: UInt32 = 0
         var lastReport: UInt64 = 0
+        /// NTP time (Unix seconds) of media time zero, fixed at the first picture sent. Sender reports
+        /// map RTP time to NTP along the media timeline, not the wall clock: a publisher's
+        /// interruption pauses the timeline, and a report that counted it would make players jump.
+        var epoch: Double?
+        var audioRate = 0
     }
 
-    init(transport: PlayerTransport, hasVideo: Bool, hasAudio: Bool, onEnd: @escaping @Sendable () -> Void) {
+    init(transport: PlayerTransport, hasVideo: Bool, hasAudio: Bool, audioRate: Int = 0, onEnd: @escaping @Sendable () -> Void) {
         self.transport = transport
         self.hasVideo = hasVideo
         self.hasAudio = hasAudio
@@ -41,7 +46,7 @@ final class MediaSubscriber: Sendable {
         state = Mutex(State(
             video: H264Packetizer(ssrc: generator.next(), initialSequence: UInt16.random(in: 0...UInt16.max, using: &generator)),
             audio: AACPacketizer(ssrc: generator.next(), initialSequence: UInt16.random(in: 0...UInt16.max, using: &generator)),
-            videoBase: generator.next(), audioBase: generator.next()))
+            videoBase: generator.next(), audioBase: generator.next(), audioRate: audioRate))
     }
 
     /// For RTP-Info in the PLAY reply: each track's first sequence number and RTP timestamp.
@@ -63,6 +68,7 @@ final class MediaSubscriber: Sendable {
                 // A player's first picture must be decodable.
                 guard isKeyframe else { return nil }
                 state.started = true
+                state.epoch = wallClock() - Double(ticks) / 90000
             }
             if backlog > Self.maximumBacklog { state.skipping = true }
             if state.skipping {
@@ -82,7 +88,7 @@ final class MediaSubscriber: Sendable {
         }
         guard let packets else { return }
         transport.send(packets, track: 0)
-        reportIfDue(videoTimestamp: packets.last?.timestamp)
+        reportIfDue(ticks: ticks)
     }
 
     func sendAudio(_ frame: [UInt8], ticks: Int64) {
@@ -98,16 +104,27 @@ final class MediaSubscriber: Sendable {
         transport.send([packet], track: 1)
     }
 
-    /// RTCP sender reports every few seconds, so players can map RTP time to wall-clock time.
-    private func reportIfDue(videoTimestamp: UInt32?) {
+    /// RTCP sender reports every few seconds for each track, on one NTP timeline, so players can
+    /// synchronise audio with video.
+    private func reportIfDue(ticks: Int64) {
         let now = DispatchTime.now().uptimeNanoseconds
-        let report: RTCPPacket? = state.withLock { state in
-            guard let videoTimestamp, now - state.lastReport >= Self.senderReportInterval else { return nil }
+        let reports: [(RTCPPacket, Int)] = state.withLock { state in
+            guard let epoch = state.epoch, now - state.lastReport >= Self.senderReportInterval else { return [] }
             state.lastReport = now
-            return .senderReport(ssrc: state.video.ssrc, ntpTimestamp: RTCPPacket.ntpTimestamp(unixSeconds: wallClock()),
-                                 rtpTimestamp: videoTimestamp, packetCount: state.videoPackets, octetCount: state.videoOctets)
+            let mediaTime = Double(ticks) / 90000
+            let ntp = RTCPPacket.ntpTimestamp(unixSeconds: epoch + mediaTime)
+            var reports: [(RTCPPacket, Int)] = [(.senderReport(
+                ssrc: state.video.ssrc, ntpTimestamp: ntp, rtpTimestamp: state.videoBase &+ UInt32(truncatingIfNeeded: ticks),
+                packetCount: state.videoPackets, octetCount: state.videoOctets), 0)]
+            if hasAudio, state.audioRate > 0 {
+                let audioTicks = Int64((mediaTime * Double(state.audioRate)).rounded())
+                reports.append((.senderReport(
+                    ssrc: state.audio.ssrc, ntpTimestamp: ntp, rtpTimestamp: state.audioBase &+ UInt32(truncatingIfNeeded: audioTicks),
+                    packetCount: state.audioPackets, octetCount: state.audioOctets), 1))
+            }
+            return reports
         }
-        if let report { transport.send(report, track: 0) }
+        for (report, track) in reports { transport.send(report, track: track) }
     }
 
     func streamEnded() {

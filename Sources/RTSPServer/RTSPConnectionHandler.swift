@@ -320,7 +320,8 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
         }
         let registry = server.registry
         let sessions = server.sessions
-        let subscriber = MediaSubscriber(transport: transport, hasVideo: transports[0] != nil, hasAudio: transports[1] != nil) { [id = session.id] in
+        let subscriber = MediaSubscriber(transport: transport, hasVideo: transports[0] != nil, hasAudio: transports[1] != nil,
+                                         audioRate: stream.audio?.sampleRate ?? 0) { [id = session.id] in
             sessions.session(id)?.end(reason: "stream ended", registry: registry)
             sessions.remove(id)
         }

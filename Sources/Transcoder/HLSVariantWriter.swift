@@ -2,33 +2,50 @@ import Foundation
 import FFmpegBridge
 import MediaCore
 
-/// Packages one variant as HLS: `init.mp4` plus one fMP4 fragment per segment, cut exactly where
-/// the job's grid says, and its media playlist. Measures every segment for the hints.
+/// Packages one variant as HLS: an init segment plus one fMP4 fragment per segment, cut exactly
+/// where the job's grid says, and its media playlist: complete (VOD) when offline, a sliding
+/// window rewritten after every segment when live. Measures every segment for the hints.
 ///
 /// Confined to the variant's queue.
 final class HLSVariantWriter {
     let directory: URL
-    private let muxer: Muxer
+    /// Segments kept in a live playlist (and on disk); nil keeps all (VOD).
+    let window: Int?
+    private var muxer: Muxer
+    private let audio: AudioTrack?
     private(set) var segments: [HLSMediaPlaylist.Segment] = []
     private(set) var meter: BitrateMeter
     private var segmentStart: Double?
     private var segmentIndex = 0
+    private var mediaSequence = 0
+    private var discontinuitySequence = 0
+    private var initIndex = 0
+    private var currentMap: String
+    private var pendingDiscontinuity = false
+    private var longestSegment = 1
 
-    static let initName = "init.mp4"
     static let playlistName = "index.m3u8"
 
-    init(directory: URL, video: CodecParameters, videoTimeBase: Rational, audio: AudioTrack?) throws {
+    init(directory: URL, video: CodecParameters, videoTimeBase: Rational, audio: AudioTrack?, window: Int?) throws {
         self.directory = directory
-        self.meter = BitrateMeter()
+        self.window = window
+        self.audio = audio
+        self.meter = BitrateMeter(retainedSegments: window.map { max($0, 30) } ?? .max)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        // empty_moov + frag_custom: the header is the init segment and fragments end only when
-        // we say; skip_trailer: no mfra index after the last fragment, which HLS has no use for.
-        muxer = try Muxer(format: "mp4", destination: .memory,
-                          options: ["movflags": "empty_moov+default_base_moof+frag_custom+skip_trailer"])
+        currentMap = "init.mp4"
+        muxer = try Self.makeMuxer(video: video, videoTimeBase: videoTimeBase, audio: audio)
+        try Data(muxer.takeBytes()).write(to: directory.appendingPathComponent(currentMap))
+    }
+
+    /// empty_moov + frag_custom: the header is the init segment and fragments end only when we
+    /// say; skip_trailer: no mfra index after the last fragment, which HLS has no use for.
+    private static func makeMuxer(video: CodecParameters, videoTimeBase: Rational, audio: AudioTrack?) throws -> Muxer {
+        let muxer = try Muxer(format: "mp4", destination: .memory,
+                              options: ["movflags": "empty_moov+default_base_moof+frag_custom+skip_trailer"])
         try muxer.addStream(video, timeBase: videoTimeBase)
         if let audio { try muxer.addStream(audio.parameters, timeBase: audio.stream.timeBase) }
         try muxer.writeHeader()
-        try Data(muxer.takeBytes()).write(to: directory.appendingPathComponent(Self.initName))
+        return muxer
     }
 
     /// - Parameter startsSegment: this video packet begins a new segment (it is an IDR on the grid).
@@ -39,7 +56,28 @@ final class HLSVariantWriter {
     }
 
     func writeAudio(_ packet: Packet) throws {
+        guard segmentStart != nil else { return }
         try muxer.write(packet, stream: 1)
+    }
+
+    /// The video format changed (a new publisher with another size): the open segment ends at
+    /// `time`, a new init segment follows, and the next segment is marked as a discontinuity.
+    func changeFormat(video: CodecParameters, videoTimeBase: Rational, at time: Double) throws {
+        try cutSegment(at: time)
+        segmentStart = nil
+        _ = try? muxer.finish()
+        initIndex += 1
+        currentMap = "init_\(initIndex).mp4"
+        muxer = try Self.makeMuxer(video: video, videoTimeBase: videoTimeBase, audio: audio)
+        try Data(muxer.takeBytes()).write(to: directory.appendingPathComponent(currentMap))
+        pendingDiscontinuity = true
+    }
+
+    /// Timestamps jump (a publisher came back after an interruption): the next segment is marked.
+    func markDiscontinuity(at time: Double) throws {
+        try cutSegment(at: time)
+        segmentStart = nil
+        pendingDiscontinuity = true
     }
 
     /// Closes the open segment at `time` (the next segment's start, or the end of the last frame).
@@ -47,13 +85,27 @@ final class HLSVariantWriter {
         guard let start = segmentStart else { return }
         try muxer.flushFragment()
         let bytes = muxer.takeBytes()
+        segmentStart = time
+        guard !bytes.isEmpty else { return }
         let name = String(format: "segment_%05d.m4s", segmentIndex)
         try Data(bytes).write(to: directory.appendingPathComponent(name))
         let duration = max(time - start, 0.001)
-        segments.append(HLSMediaPlaylist.Segment(uri: name, duration: duration))
+        segments.append(HLSMediaPlaylist.Segment(uri: name, duration: duration, discontinuity: pendingDiscontinuity, mapURI: currentMap))
+        pendingDiscontinuity = false
         meter.add(duration: duration, bytes: bytes.count)
+        longestSegment = max(longestSegment, HLSMediaPlaylist.targetDuration(for: [duration]))
         segmentIndex += 1
-        segmentStart = time
+        if let window {
+            while segments.count > window {
+                let removed = segments.removeFirst()
+                mediaSequence += 1
+                // EXT-X-DISCONTINUITY-SEQUENCE counts the discontinuity tags that left the window.
+                if removed.discontinuity { discontinuitySequence += 1 }
+                // Players may still be fetching it; removing a segment well behind the window is safe.
+                try? FileManager.default.removeItem(at: directory.appendingPathComponent(removed.uri))
+            }
+            try writePlaylist(ended: false)
+        }
     }
 
     func finish(endTime: Double) throws {
@@ -64,7 +116,10 @@ final class HLSVariantWriter {
     }
 
     func writePlaylist(ended: Bool) throws {
-        let playlist = HLSMediaPlaylist(kind: .vod, mapURI: Self.initName, segments: segments, ended: ended)
+        let kind: HLSMediaPlaylist.Kind = window == nil ? .vod : .live(mediaSequence: mediaSequence, discontinuitySequence: discontinuitySequence)
+        // A live playlist's target duration never shrinks, as RFC 8216 requires.
+        let playlist = HLSMediaPlaylist(kind: kind, mapURI: currentMap, segments: segments, ended: ended,
+                                        minimumTargetDuration: window == nil ? 1 : longestSegment)
         try playlist.render().write(to: directory.appendingPathComponent(Self.playlistName), atomically: true, encoding: .utf8)
     }
 }

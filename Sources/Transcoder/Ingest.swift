@@ -6,7 +6,7 @@ import MediaCore
 /// The job's single reading thread: demux, decode once, decide the grid, fan out.
 /// Timestamps are shifted so the first video keyframe's decoding time is zero in every output.
 struct Ingest {
-    let source: MediaInput
+    let source: any PacketReader
     let video: StreamInfo
     let audio: AudioTrack?
     let decoder: VideoDecoder
@@ -17,6 +17,11 @@ struct Ingest {
     let cancellation: Cancellation
     let isLive: Bool
     let logger: Logger
+    /// Seconds added to every output timestamp: where this publish continues the job's timeline.
+    var timelineOffset = 0.0
+    /// A live input that delivers nothing for this long has ended (its publisher is gone).
+    var idleLimit: Double?
+    private var idleSeconds = 0.0
 
     private(set) var videoPackets = 0
     private(set) var skippedLeadingPackets = 0
@@ -24,6 +29,8 @@ struct Ingest {
     private(set) var decodeErrors = 0
     private(set) var sourceKeyframeTimes: [Double] = []
     private(set) var mediaSeconds = 0.0
+    /// End of the last decoded frame on the output timeline (seconds).
+    private(set) var timelineEnd = 0.0
 
     /// Origin in each stream's time base, set by the first video keyframe.
     private var videoOrigin: Int64?
@@ -36,7 +43,7 @@ struct Ingest {
     private var heldVideo: Packet?
     private var frameDuration: Double
 
-    init(source: MediaInput, video: StreamInfo, audio: AudioTrack?, decoder: VideoDecoder, pipelines: [VariantPipeline],
+    init(source: any PacketReader, video: StreamInfo, audio: AudioTrack?, decoder: VideoDecoder, pipelines: [VariantPipeline],
          grid: KeyframeGrid, started: DispatchTime, progress: ((JobProgress) -> Void)?, cancellation: Cancellation,
          isLive: Bool, logger: Logger) {
         self.source = source
@@ -73,8 +80,19 @@ struct Ingest {
             let packet: Packet
             do {
                 switch try source.read() {
-                case let .packet(p): packet = p
-                case .endOfInput: break readLoop
+                case let .packet(p):
+                    packet = p
+                    idleSeconds = 0
+                case .endOfInput:
+                    break readLoop
+                case .idle:
+                    idleSeconds += LiveSource.pollInterval
+                    if let idleLimit, idleSeconds >= idleLimit {
+                        logger.info("input \(source.url) sent nothing for \(idleLimit) s")
+                        break readLoop
+                    }
+                    reportProgress(force: false)
+                    continue readLoop
                 }
             } catch {
                 // A live peer that goes away after sending media ends the stream; a file that
@@ -126,8 +144,9 @@ struct Ingest {
             }
             let dts = packet.dts != noTimestamp ? packet.dts : packet.pts
             let origin = packet.pts != noTimestamp ? min(dts, packet.pts) : dts
-            videoOrigin = origin
-            originSeconds = video.timeBase.seconds(origin)
+            // The timeline offset moves the origin back, so this publish continues where the last one ended.
+            videoOrigin = origin &- Int64((timelineOffset / video.timeBase.seconds(1)).rounded())
+            originSeconds = video.timeBase.seconds(videoOrigin!)
             let held = audioBeforeOrigin
             audioBeforeOrigin.removeAll()
             held.forEach { handleAudio($0) }
@@ -185,7 +204,8 @@ struct Ingest {
             decodedFrames += 1
             let pts = decoded.pts
             let time = video.timeBase.seconds(pts)
-            mediaSeconds = max(mediaSeconds, time + frameDuration)
+            mediaSeconds = max(mediaSeconds, time + frameDuration - timelineOffset)
+            timelineEnd = max(timelineEnd, time + frameDuration)
             let decision: KeyframeGrid.Decision
             if followsSource {
                 decision = decisionsByPTS.removeValue(forKey: pts) ?? .none

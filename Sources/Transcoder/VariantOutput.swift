@@ -9,8 +9,12 @@ import MediaCore
 /// Confined to the variant's queue.
 final class VariantOutput {
     struct Paths {
-        var mp4: URL
+        /// nil for live jobs, which have no end to write a file for.
+        var mp4: URL?
         var hlsDirectory: URL
+        /// Segments in a live playlist; nil writes a complete (VOD) playlist at the end.
+        var hlsWindow: Int? = nil
+        var sink: (any VariantSink)? = nil
     }
 
     private let paths: Paths
@@ -38,7 +42,7 @@ final class VariantOutput {
         self.frameDuration = frameRate > 0 ? 1 / frameRate : 1.0 / 30
     }
 
-    var isOpen: Bool { mp4 != nil }
+    var isOpen: Bool { hls != nil }
     var meter: BitrateMeter { hls?.meter ?? BitrateMeter() }
     var segments: [HLSMediaPlaylist.Segment] { hls?.segments ?? [] }
 
@@ -48,18 +52,44 @@ final class VariantOutput {
         codecs = sets.sps.first.flatMap { H264.codecString(sps: $0) } ?? "avc1.640028"
         if let entry = audio?.codecsEntry { codecs += "," + entry }
         videoTimeBase = timeBase
-        let mp4 = try Muxer(format: "mp4", destination: .file(path: paths.mp4.path))
-        try mp4.addStream(parameters, timeBase: timeBase)
-        if let audio { try mp4.addStream(audio.parameters, timeBase: audio.stream.timeBase) }
-        try mp4.writeHeader()
-        self.mp4 = mp4
-        hls = try HLSVariantWriter(directory: paths.hlsDirectory, video: parameters, videoTimeBase: timeBase, audio: audio)
+        if let path = paths.mp4 {
+            let mp4 = try Muxer(format: "mp4", destination: .file(path: path.path))
+            try mp4.addStream(parameters, timeBase: timeBase)
+            if let audio { try mp4.addStream(audio.parameters, timeBase: audio.stream.timeBase) }
+            try mp4.writeHeader()
+            self.mp4 = mp4
+        }
+        hls = try HLSVariantWriter(directory: paths.hlsDirectory, video: parameters, videoTimeBase: timeBase, audio: audio, window: paths.hlsWindow)
+        announceFormat(sets)
         for packet in pendingAudio { try writeAudio(packet) }
         pendingAudio.removeAll()
     }
 
+    /// A new publisher with another video format (passed-through top): a new init segment and a discontinuity.
+    func changeFormat(video parameters: CodecParameters, timeBase: Rational, at time: Double) throws {
+        let sets = H264.parameterSets(fromExtradata: parameters.extradata)
+        if let sps = sets.sps.first, let code = H264.codecString(sps: sps) {
+            codecs = code + (audio?.codecsEntry.map { "," + $0 } ?? "")
+        }
+        try hls?.changeFormat(video: parameters, videoTimeBase: timeBase, at: time)
+        announceFormat(sets)
+    }
+
+    /// The timeline resumes after an interruption: the next segment is marked as a discontinuity.
+    func markDiscontinuity(at time: Double) throws {
+        try hls?.markDiscontinuity(at: time)
+    }
+
+    private func announceFormat(_ sets: (sps: [[UInt8]], pps: [[UInt8]])) {
+        guard let sink = paths.sink, let sps = sets.sps.first, let pps = sets.pps.first else { return }
+        let audioFormat = audio.flatMap { track -> (Int, Int, [UInt8])? in
+            track.parameters.isAAC ? (track.parameters.sampleRate, track.parameters.channelCount, track.parameters.extradata) : nil
+        }
+        sink.variantFormat(sps: sps, pps: pps, frameRate: 1 / frameDuration, audio: audioFormat)
+    }
+
     func writeVideo(_ packet: Packet, startsSegment: Bool) throws {
-        guard let mp4, let hls else { return }
+        guard let hls else { return }
         // Live sources (RTSP) carry no packet durations, and MP4 takes the last sample's length
         // from its packet: without one the edit list would cut the last picture off.
         if packet.duration <= 0 {
@@ -67,7 +97,13 @@ final class VariantOutput {
         }
         let time = packet.timeBase.seconds(packet.pts)
         try hls.writeVideo(packet, time: time, startsSegment: startsSegment || frames == 0)
-        try mp4.write(packet, stream: 0)
+        try mp4?.write(packet, stream: 0)
+        if let sink = paths.sink {
+            let bytes = packet.bytes
+            let units = bytes.starts(with: [0, 0, 1]) || bytes.starts(with: [0, 0, 0, 1])
+                ? H264.annexBUnits(bytes).map(Array.init) : (H264.lengthPrefixedUnits(bytes) ?? []).map(Array.init)
+            sink.variantVideo(units, time: time, isKeyframe: packet.isKeyframe)
+        }
         frames += 1
         videoBytes += packet.size
         if firstVideoTime == nil { firstVideoTime = time }
@@ -87,17 +123,22 @@ final class VariantOutput {
 
     func writeAudio(_ packet: Packet) throws {
         guard audio != nil else { return }
-        guard let mp4, let hls else {
+        guard let hls else {
             if pendingAudio.count < Self.maximumPendingAudio { pendingAudio.append(packet) }
             return
         }
         try hls.writeAudio(packet)
-        try mp4.write(packet, stream: 1)
+        try mp4?.write(packet, stream: 1)
+        paths.sink?.variantAudio(packet.bytes, time: packet.timeBase.seconds(packet.pts))
     }
 
     func finish() throws {
         try hls?.finish(endTime: lastVideoEnd)
         try mp4?.finish()
         mp4 = nil
+        paths.sink?.variantEnded()
     }
+
+    /// End of the last picture written, on the job's timeline (seconds).
+    var endTime: Double { lastVideoEnd }
 }

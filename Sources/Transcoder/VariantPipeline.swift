@@ -22,6 +22,8 @@ final class VariantPipeline: @unchecked Sendable {
         case frame(Frame, KeyframeGrid.Decision)
         case packet(Packet, KeyframeGrid.Decision)
         case audio(Packet)
+        /// A new publisher's video format for a passed-through variant, starting at `time`.
+        case changeFormat(CodecParameters, timeBase: Rational, time: Double)
     }
 
     struct Statistics: Sendable {
@@ -31,6 +33,10 @@ final class VariantPipeline: @unchecked Sendable {
         var busySeconds = 0.0
         /// Measured over the segments finished so far.
         var averageBitRate = 0
+        var peakBitRate = 0
+        var segments = 0
+        var measuredBytes = 0
+        var codecs = ""
         var failure: String?
     }
 
@@ -71,7 +77,7 @@ final class VariantPipeline: @unchecked Sendable {
         var isKeyframe = false
         switch input {
         case let .frame(_, decision), let .packet(_, decision): isKeyframe = decision.isKeyframe
-        case .audio: isVideo = false
+        case .audio, .changeFormat: isVideo = false
         }
         switch policy {
         case .block:
@@ -102,11 +108,21 @@ final class VariantPipeline: @unchecked Sendable {
             }
             let elapsed = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
             let framesOut = output.frames
-            let bitRate = output.meter.averageBitRate
+            let meter = output.meter
+            let segments = meter.segments.count
+            // A live meter keeps a window of segments, so a new segment shows in the byte total.
+            let changed = state.withLock { $0.measuredBytes != meter.totalBytes }
+            // The peak is re-measured only when a segment was added: it walks the retained segments.
+            let peak = changed ? meter.peakBitRate(targetDuration: Double(meter.targetDuration)) : nil
+            let codecs = output.codecs
             state.withLock {
                 $0.busySeconds += elapsed
                 $0.framesOut = framesOut
-                $0.averageBitRate = bitRate
+                $0.averageBitRate = meter.averageBitRate
+                $0.segments = segments
+                $0.measuredBytes = meter.totalBytes
+                $0.codecs = codecs
+                if let peak { $0.peakBitRate = peak }
             }
         }
     }
@@ -162,6 +178,9 @@ final class VariantPipeline: @unchecked Sendable {
             try output.writeVideo(packet, startsSegment: decision.startsSegment)
         case let .audio(packet):
             try output.writeAudio(packet)
+        case let .changeFormat(parameters, timeBase, time):
+            guard case .passthrough = work, output.isOpen else { return }
+            try output.changeFormat(video: parameters, timeBase: timeBase, at: time)
         }
     }
 

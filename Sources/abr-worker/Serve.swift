@@ -1,12 +1,15 @@
 import ArgumentParser
 import Dispatch
 import Foundation
+import LiveNode
 import Logging
+import MediaCore
 import RTSPServer
+import Transcoder
 
 struct Serve: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Run the live node: RTSP publish and play, live ladders for provisioned streams.")
+        abstract: "Run the live node: RTSP publish and play, live ladders for provisioned streams, live HLS.")
 
     @Option(help: "Address to listen on.")
     var host = "127.0.0.1"
@@ -17,20 +20,83 @@ struct Serve: ParsableCommand {
     @Option(help: "Server RTP port for UDP transport (RTCP is the next one); 0 picks a free pair.")
     var rtpPort = 0
 
+    @Option(help: "Data directory: live HLS under DATA_DIR/hls/<top guid>/.")
+    var dataDir = "./data"
+
+    @Option(help: "Provision file to load at start (Stream Manager 2.0 or 1.0); repeatable.")
+    var provision: [String] = []
+
+    @Option(help: "Seconds a job waits for its publisher to come back before it ends.")
+    var grace: Double = 30
+
+    @Option(help: "x264 preset.")
+    var preset = "veryfast"
+
+    @Option(help: "Top variant: auto, passthrough, or encode.")
+    var top = "auto"
+
+    @Option(help: "Seconds between IDRs on the time grid.")
+    var keyframeInterval: Double = 2
+
     @Flag(help: "Relay publishes to streams that are not provisioned, as a single variant.")
     var allowUnprovisioned = false
 
+    @Option(help: "Seconds between status lines in the log (0: none).")
+    var statusInterval: Double = 10
+
+    func validate() throws {
+        guard TopVariantMode(rawValue: top) != nil else { throw ValidationError("--top must be one of auto, passthrough, encode (got \(top))") }
+        guard TranscodeOptions.presets.contains(preset) else { throw ValidationError("--preset must be an x264 preset (got \(preset))") }
+        guard grace >= 0, grace <= 3600 else { throw ValidationError("--grace must be 0 to 3600 seconds (got \(grace))") }
+        guard (1...65535).contains(rtspPort) || rtspPort == 0 else { throw ValidationError("--rtsp-port must be 0 to 65535 (got \(rtspPort))") }
+    }
+
     func run() throws {
         LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
-        var configuration = RTSPService.Configuration()
-        configuration.host = host
-        configuration.port = rtspPort
-        configuration.rtpPort = rtpPort
+        let logger = Logger(label: "abr.serve")
+        let ladders = try provision.map { try loadLadder(path: $0, streamGuid: nil) }
+        var nodeConfiguration = LiveNode.Configuration(dataDirectory: URL(fileURLWithPath: dataDir))
+        nodeConfiguration.grace = grace
+        nodeConfiguration.allowUnprovisioned = allowUnprovisioned
+        nodeConfiguration.transcode = TranscodeOptions(preset: preset, topMode: TopVariantMode(rawValue: top)!, keyframeInterval: keyframeInterval)
         let registry = StreamRegistry()
-        let service = RTSPService(configuration: configuration, registry: registry,
-                                  policy: RelayPolicy(registry: registry, allowUnprovisioned: allowUnprovisioned))
-        let port = try service.start()
-        print("RTSP: rtsp://\(host):\(port)/<stream guid>")
+        let node = LiveNode(configuration: nodeConfiguration, registry: registry)
+        for ladder in ladders {
+            do {
+                try node.provision(ladder)
+            } catch {
+                throw CLIError(message: "\(ladder.streamGuid) is provisioned twice", status: .invalidProvisionOrArguments)
+            }
+        }
+        var rtsp = RTSPService.Configuration()
+        rtsp.host = host
+        rtsp.port = rtspPort
+        rtsp.rtpPort = rtpPort
+        let service = RTSPService(configuration: rtsp, registry: registry, policy: node)
+        let port: Int
+        do {
+            port = try service.start()
+        } catch {
+            throw CLIError(message: "cannot listen on \(host):\(rtspPort): \(error)", status: .failure)
+        }
+        print("RTSP: rtsp://\(host):\(port)/<stream guid>   HLS: \(dataDir)/hls/<top guid>/master.m3u8")
+        for ladder in ladders {
+            print("  publish \(ladder.top.streamGuid) to rtsp://\(host):\(port)/\(ladder.top.streamGuid); play " +
+                  ladder.variants.map { "rtsp://\(host):\(port)/\($0.streamGuid)" }.joined(separator: " "))
+        }
+
+        let status = statusInterval > 0 ? DispatchSource.makeTimerSource(queue: .global()) : nil
+        status?.schedule(deadline: .now() + statusInterval, repeating: statusInterval)
+        status?.setEventHandler {
+            for job in node.jobs {
+                let s = job.status
+                let variants = s.variants.map { "L\($0.abrLevel) \($0.framesOut)f \($0.droppedFrames)d \($0.averageBitRate / 1000)k" }
+                logger.info("job \(s.streamGuid) \(s.state.rawValue): \(variants.joined(separator: " | "))",
+                            metadata: ["players": "\(s.variants.map { registry.existingStream($0.streamGuid)?.playerCount ?? 0 })"])
+            }
+        }
+        status?.resume()
+
         let done = DispatchSemaphore(value: 0)
         let sources = [SIGINT, SIGTERM].map { number in
             signal(number, SIG_IGN)
@@ -41,17 +107,9 @@ struct Serve: ParsableCommand {
         }
         done.wait()
         sources.forEach { $0.cancel() }
+        status?.cancel()
+        logger.info("shutting down: finishing jobs")
+        node.shutdown()
         service.shutdown()
-    }
-}
-
-/// Until provisions drive jobs: relay unprovisioned publishes when allowed.
-struct RelayPolicy: PublishPolicy {
-    let registry: StreamRegistry
-    let allowUnprovisioned: Bool
-
-    func decide(_ request: PublishRequest) -> PublishDecision {
-        guard allowUnprovisioned else { return .refuse(status: 404, reason: "\(request.path) is not provisioned") }
-        return .accept(RelaySink(stream: registry.stream(request.path)))
     }
 }

@@ -1,0 +1,226 @@
+import Foundation
+import Logging
+import MediaCore
+import RTSP
+import RTSPServer
+import Synchronization
+import Transcoder
+
+/// The live node's brain: which streams are provisioned, which job serves each, and where every
+/// variant is republished. Decides every RTSP publish (it is the server's `PublishPolicy`).
+public final class LiveNode: PublishPolicy, Sendable {
+    public struct Configuration: Sendable {
+        /// HLS goes to `dataDirectory/hls/<top guid>/`.
+        public var dataDirectory: URL
+        public var grace: Double = 30
+        /// A publisher silent this long is treated as gone.
+        public var mediaTimeout: Double = 5
+        public var allowUnprovisioned = false
+        public var transcode = TranscodeOptions()
+        public var hlsWindow = 6
+        public init(dataDirectory: URL) {
+            self.dataDirectory = dataDirectory
+        }
+    }
+
+    public enum ProvisionFailure: Error, Sendable, Equatable {
+        case alreadyProvisioned(String)
+        case notProvisioned(String)
+    }
+
+    public let configuration: Configuration
+    public let registry: StreamRegistry
+    let logger: Logger
+    private let state = Mutex<(ladders: [String: Ladder], jobs: [String: LiveLadderJob])>(([:], [:]))
+    private let eventListener: (@Sendable (String, LiveLadderJob.Event) -> Void)?
+
+    public init(configuration: Configuration, registry: StreamRegistry, logger: Logger = Logger(label: "abr.node"),
+                onEvent: (@Sendable (String, LiveLadderJob.Event) -> Void)? = nil) {
+        self.configuration = configuration
+        self.registry = registry
+        self.logger = logger
+        self.eventListener = onEvent
+    }
+
+    // MARK: Provisions
+
+    /// Adds a ladder; its job waits for the top variant's publisher.
+    public func provision(_ ladder: Ladder) throws(ProvisionFailure) {
+        try state.withLock { state throws(ProvisionFailure) in
+            guard state.ladders[ladder.streamGuid] == nil else { throw .alreadyProvisioned(ladder.streamGuid) }
+            state.ladders[ladder.streamGuid] = ladder
+        }
+        _ = job(for: ladder)
+        logger.info("provisioned", metadata: ["stream.guid": "\(ladder.streamGuid)", "variants": "\(ladder.variants.count)"])
+    }
+
+    /// Removes a ladder and ends its job cleanly.
+    public func removeProvision(_ streamGuid: String) throws(ProvisionFailure) {
+        let job = try state.withLock { state throws(ProvisionFailure) in
+            guard state.ladders.removeValue(forKey: streamGuid) != nil else { throw .notProvisioned(streamGuid) }
+            return state.jobs.removeValue(forKey: streamGuid)
+        }
+        job?.stop()
+        job?.waitUntilEnded(timeout: 30)
+    }
+
+    public var ladders: [Ladder] { state.withLock { $0.ladders.values.sorted { $0.streamGuid < $1.streamGuid } } }
+    public func ladder(_ streamGuid: String) -> Ladder? { state.withLock { $0.ladders[streamGuid] } }
+    public func job(_ streamGuid: String) -> LiveLadderJob? { state.withLock { $0.jobs[streamGuid] } }
+    public var jobs: [LiveLadderJob] { state.withLock { $0.jobs.values.sorted { $0.ladder.streamGuid < $1.ladder.streamGuid } } }
+
+    /// The ladder's job, a new one if the last ended (a provision outlives its jobs).
+    private func job(for ladder: Ladder) -> LiveLadderJob {
+        if let job = state.withLock({ $0.jobs[ladder.streamGuid] }), job.state != .ended, job.state != .failed { return job }
+        let made = makeJob(ladder)
+        let winner: LiveLadderJob = state.withLock { state in
+            if let existing = state.jobs[ladder.streamGuid], existing.state != .ended, existing.state != .failed { return existing }
+            state.jobs[ladder.streamGuid] = made
+            return made
+        }
+        if winner === made { made.start() }
+        return winner
+    }
+
+    private func makeJob(_ ladder: Ladder) -> LiveLadderJob {
+        var sinks: [Int: any VariantSink] = [:]
+        for variant in ladder.variants {
+            sinks[variant.level] = LiveStreamSink(stream: registry.stream(variant.streamGuid), variant: variant)
+        }
+        var onEvent: (@Sendable (LiveLadderJob.Event) -> Void)?
+        if let listener = eventListener {
+            let guid = ladder.streamGuid
+            onEvent = { event in listener(guid, event) }
+        }
+        return LiveLadderJob(
+            ladder: ladder, hlsDirectory: configuration.dataDirectory.appendingPathComponent("hls/\(ladder.streamGuid)"),
+            options: configuration.transcode, grace: configuration.grace, mediaTimeout: configuration.mediaTimeout,
+            hlsWindow: configuration.hlsWindow, sinks: sinks, logger: logger, onEvent: onEvent)
+    }
+
+    /// Stops every job and waits for their outputs to be finished.
+    public func shutdown(timeout: TimeInterval = 30) {
+        let jobs = state.withLock { Array($0.jobs.values) }
+        jobs.forEach { $0.stop() }
+        jobs.forEach { $0.waitUntilEnded(timeout: timeout) }
+    }
+
+    // MARK: PublishPolicy
+
+    public func decide(_ request: PublishRequest) -> PublishDecision {
+        let ladder = state.withLock { $0.ladders.values.first { $0.top.streamGuid == request.path } }
+        if let ladder {
+            let job = job(for: ladder)
+            guard job.acceptsPublisher else {
+                return .refuse(status: 403, reason: "\(request.path) already has a publisher")
+            }
+            return .accept(JobPublishSink(job: job, request: request, logger: logger))
+        }
+        if state.withLock({ $0.ladders.values.contains { $0.variants.contains { $0.streamGuid == request.path } } }) {
+            return .refuse(status: 403, reason: "\(request.path) is produced by this node; publish the top variant")
+        }
+        guard configuration.allowUnprovisioned else {
+            return .refuse(status: 404, reason: "\(request.path) is not provisioned")
+        }
+        return .accept(RelaySink(stream: registry.stream(request.path)))
+    }
+}
+
+/// Feeds one publisher's media into its job.
+final class JobPublishSink: PublishSink {
+    private let job: LiveLadderJob
+    private let request: PublishRequest
+    private let logger: Logger
+    private let source = Mutex<LiveSource?>(nil)
+    private let audio: (sampleRate: Int, channels: Int, config: [UInt8])?
+
+    init(job: LiveLadderJob, request: PublishRequest, logger: Logger) {
+        self.job = job
+        self.request = request
+        self.logger = logger
+        let aac = request.description.media.first { $0.isAAC && ($0.formatParameters["mode"] ?? "").lowercased() == "aac-hbr" }
+        audio = aac.flatMap { media in
+            media.formatParameters["config"].flatMap(Self.hexBytes).map { (media.clockRate, media.channels ?? 2, $0) }
+        }
+    }
+
+    func receiveVideo(_ unit: H264AccessUnit, ticks: Int64, format: VideoFormat) {
+        let live: LiveSource? = source.withLock { current in
+            if let current { return current }
+            guard let made = try? LiveSource(url: "rtsp://\(request.remoteAddress)/\(request.path)", sps: format.sps, pps: format.pps,
+                                             frameRate: format.frameRate, audio: audio) else { return nil }
+            guard job.attach(made, publisher: request.remoteAddress) else {
+                logger.warning("job refused the publisher", metadata: ["stream.guid": "\(request.path)"])
+                return nil
+            }
+            current = made
+            return made
+        }
+        live?.pushVideo(annexB: unit.annexB, ticks: ticks, isKeyframe: unit.containsIDR)
+    }
+
+    func receiveAudio(_ frame: [UInt8], ticks: Int64, format: AudioFormat) {
+        source.withLock { $0 }?.pushAudio(frame, ticks: ticks)
+    }
+
+    func receiveNotification(name: String, value: String) {
+        job.recordNotification(name, value: value)
+    }
+
+    func publisherEnded(reason: String) {
+        source.withLock { $0 }?.end()
+    }
+
+    static func hexBytes(_ text: String) -> [UInt8]? {
+        let digits = Array(text.utf8)
+        guard digits.count % 2 == 0, !digits.isEmpty else { return nil }
+        return stride(from: 0, to: digits.count, by: 2).compactMap { UInt8(String(decoding: digits[$0..<$0 + 2], as: UTF8.self), radix: 16) }
+    }
+}
+
+/// Republishes one variant as the RTSP stream `<guid>_<level>`, with its bandwidth hints in SDP.
+final class LiveStreamSink: VariantSink {
+    let stream: LiveStream
+    let variant: Variant
+    private let audioRate = Atomic<Int>(48000)
+
+    init(stream: LiveStream, variant: Variant) {
+        self.stream = stream
+        self.variant = variant
+        stream.setHints(bandwidthKbps: (variant.bitRate + 999) / 1000, bandwidthTIAS: variant.bitRate,
+                        attributes: ["x-abr-level:\(variant.level)", "x-abr-declared-bitrate:\(variant.bitRate)"])
+    }
+
+    func variantFormat(sps: [UInt8], pps: [UInt8], frameRate: Double, audio: (sampleRate: Int, channels: Int, config: [UInt8])?) {
+        if let audio { audioRate.store(audio.sampleRate, ordering: .relaxed) }
+        stream.setFormats(video: VideoFormat(sps: sps, pps: pps, frameRate: frameRate),
+                          audio: audio.map { AudioFormat(sampleRate: $0.sampleRate, channels: $0.channels, config: $0.config) })
+    }
+
+    func variantVideo(_ nalUnits: [[UInt8]], time: Double, isKeyframe: Bool) {
+        stream.writeVideo(nalUnits: nalUnits, ticks: Int64((time * 90000).rounded()), isKeyframe: isKeyframe)
+    }
+
+    func variantAudio(_ frame: [UInt8], time: Double) {
+        stream.writeAudio(frame, ticks: Int64((time * Double(audioRate.load(ordering: .relaxed))).rounded()))
+    }
+
+    /// SDP carries: `b=AS` (kbit/s) and `b=TIAS` (bit/s) of the measured peak, declared until
+    /// measured, and `a=x-abr-*` lines with the level, declared, average and peak rates, the
+    /// switch thresholds and the keyframe interval.
+    func variantHints(_ hint: BandwidthHints.VariantHint, keyframeInterval: Double) {
+        stream.setHints(bandwidthKbps: (hint.peakBitRate + 999) / 1000, bandwidthTIAS: hint.peakBitRate, attributes: [
+            "x-abr-level:\(hint.abrLevel)",
+            "x-abr-declared-bitrate:\(hint.declaredBitRate)",
+            "x-abr-average-bitrate:\(hint.averageBitRate)",
+            "x-abr-peak-bitrate:\(hint.peakBitRate)",
+            "x-abr-upswitch-above:\(hint.upswitchAboveBitRate)",
+            "x-abr-downswitch-below:\(hint.downswitchBelowBitRate)",
+            "x-abr-keyframe-interval:\(keyframeInterval)",
+        ])
+    }
+
+    func variantEnded() {
+        stream.end()
+    }
+}

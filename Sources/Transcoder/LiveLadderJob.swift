@@ -1,0 +1,395 @@
+import Dispatch
+import Foundation
+import FFmpegBridge
+import Logging
+import MediaCore
+
+/// A live ladder: the same engine as `LadderJob`, fed by publishers instead of a file, running for
+/// as long as the stream is provisioned and published.
+///
+/// Lifecycle: `waitingForPublisher → running ⇄ interrupted → ended` (or `failed`). A publisher that
+/// goes away interrupts the job: players stay attached, playlists stop growing, a grace timer runs.
+/// A publisher that comes back within grace resumes the same job: the same encoders, the timeline
+/// carrying on from where it stopped, an IDR first, and a new init segment plus a discontinuity in
+/// HLS where the passed-through top's format changed. After grace, or `stop()`, every output is
+/// finished (`EXT-X-ENDLIST`, players closed).
+///
+/// Threads: publishers call `attach`/`detach` from any thread; the job runs on its own thread.
+public final class LiveLadderJob: @unchecked Sendable {
+    // @unchecked: `shared` is guarded by `condition`; everything else mutable is touched only on
+    // the job's own thread (`pipelines`, `grid`, `timelineEnd`, ...), or is itself thread-safe.
+
+    public enum State: String, Sendable, Codable {
+        case waitingForPublisher, running, interrupted, ended, failed
+    }
+
+    public struct Event: Sendable, Codable, Equatable {
+        /// Unix time in seconds.
+        public var time: Double
+        /// `publisherConnected`, `interrupted`, `resumed`, `ended`, `failed`, `hintsUpdated`, or a
+        /// publisher notification such as `publisherBackground`.
+        public var kind: String
+        public var detail: String
+    }
+
+    public struct VariantStatus: Sendable, Codable {
+        public var streamGuid: String
+        public var abrLevel: Int
+        public var width: Int
+        public var height: Int
+        public var passthrough: Bool
+        public var framesIn: Int
+        public var framesOut: Int
+        public var droppedFrames: Int
+        public var fps: Double
+        public var averageBitRate: Int
+        public var peakBitRate: Int
+    }
+
+    public struct Status: Sendable, Codable {
+        public var streamGuid: String
+        public var state: State
+        public var publisher: String?
+        public var publisherSince: Double?
+        public var sourceWidth: Int?
+        public var sourceHeight: Int?
+        public var sourceFrameRate: Double?
+        public var droppedAtIngest: Int
+        public var variants: [VariantStatus]
+    }
+
+    public let ladder: Ladder
+    /// `DATA_DIR/hls/<top guid>`: `master.m3u8`, `abr.json` and a folder per variant.
+    public let hlsDirectory: URL
+    public let grace: Double
+    let options: TranscodeOptions
+    let mediaTimeout: Double
+    let hlsWindow: Int
+    let sinks: [Int: any VariantSink]
+    let logger: Logger
+    let onEvent: (@Sendable (Event) -> Void)?
+
+    private let condition = NSCondition()
+    private var shared = Shared()
+
+    private struct Shared {
+        var state: State = .waitingForPublisher
+        var pendingSource: (source: LiveSource, publisher: String)?
+        var currentSource: LiveSource?
+        var publisher: String?
+        var publisherSince: Double?
+        var stopRequested = false
+        var graceDeadline: Date?
+        var events: [Event] = []
+        var sourceFormat: (width: Int, height: Int, frameRate: Double?)?
+        var droppedAtIngest = 0
+        var started = DispatchTime.now()
+    }
+
+    // Job thread only.
+    private var pipelines: [VariantPipeline] = []
+    private var grid: KeyframeGrid?
+    private var audioTrack: AudioTrack?
+    private var passthroughTop = false
+    private var topExtradata: [UInt8] = []
+    private var timelineEnd = 0.0
+    private var decoderThreads = 1
+    private var lastHints: BandwidthHints?
+    private var thread: Thread?
+
+    /// Events kept for the control plane; older ones are dropped.
+    public static let maximumEvents = 1000
+
+    public init(ladder: Ladder, hlsDirectory: URL, options: TranscodeOptions, grace: Double = 30, mediaTimeout: Double = 5,
+                hlsWindow: Int = 6, sinks: [Int: any VariantSink] = [:], logger: Logger = Logger(label: "abr.live"),
+                onEvent: (@Sendable (Event) -> Void)? = nil) {
+        self.ladder = ladder
+        self.hlsDirectory = hlsDirectory
+        var options = options
+        options.backpressure = .dropUntilKeyframe
+        // A second of frames: a publisher's burst after reconnecting, or a decoder re-initialising
+        // on a new size, must not count as a variant falling behind.
+        options.inboxCapacity = max(options.inboxCapacity, 32)
+        self.options = options
+        self.grace = grace
+        self.mediaTimeout = mediaTimeout
+        self.hlsWindow = hlsWindow
+        self.sinks = sinks
+        var logger = logger
+        logger[metadataKey: "stream.guid"] = "\(ladder.streamGuid)"
+        self.logger = logger
+        self.onEvent = onEvent
+    }
+
+    /// Starts the job's thread; it waits for a publisher.
+    public func start() {
+        let thread = Thread { [self] in main() }
+        thread.name = "abr.live.\(ladder.name)"
+        thread.stackSize = 4 << 20
+        self.thread = thread
+        thread.start()
+    }
+
+    public var state: State { withShared { $0.state } }
+    public var events: [Event] { withShared { $0.events } }
+
+    /// A publisher started recording; its media arrives through `source`. False when the job
+    /// already has a publisher or has ended.
+    public func attach(_ source: LiveSource, publisher: String) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        guard shared.state == .waitingForPublisher || shared.state == .interrupted, shared.pendingSource == nil, !shared.stopRequested else {
+            return false
+        }
+        shared.pendingSource = (source, publisher)
+        condition.broadcast()
+        return true
+    }
+
+    /// Whether a publisher may attach now.
+    public var acceptsPublisher: Bool {
+        withShared { ($0.state == .waitingForPublisher || $0.state == .interrupted) && $0.pendingSource == nil && !$0.stopRequested }
+    }
+
+    /// A publisher notification (`SET_PARAMETER publisherBackground`, ...), kept as an event.
+    public func recordNotification(_ name: String, value: String) {
+        addEvent(name, value)
+    }
+
+    /// Ends the job: the current publisher's input ends, outputs are finished.
+    public func stop() {
+        condition.lock()
+        shared.stopRequested = true
+        shared.currentSource?.end()
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Waits for the job's thread to finish everything (after `stop()` or grace).
+    @discardableResult
+    public func waitUntilEnded(timeout: TimeInterval) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        condition.lock()
+        defer { condition.unlock() }
+        while shared.state != .ended, shared.state != .failed {
+            if !condition.wait(until: deadline) { return false }
+        }
+        return true
+    }
+
+    public var status: Status {
+        let (state, publisher, since, format, dropped, started) = withShared {
+            ($0.state, $0.publisher, $0.publisherSince, $0.sourceFormat, $0.droppedAtIngest + ($0.currentSource?.droppedFrames ?? 0), $0.started)
+        }
+        let elapsed = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
+        let variants = pipelineSnapshot.map { pipeline -> VariantStatus in
+            let s = pipeline.statistics
+            return VariantStatus(streamGuid: pipeline.variant.streamGuid, abrLevel: pipeline.variant.level, width: pipeline.variant.width,
+                                 height: pipeline.variant.height, passthrough: pipeline.isPassthrough, framesIn: s.framesIn,
+                                 framesOut: s.framesOut, droppedFrames: s.dropped,
+                                 fps: elapsed > 0 ? (Double(s.framesOut) / elapsed * 10).rounded() / 10 : 0,
+                                 averageBitRate: s.averageBitRate, peakBitRate: s.peakBitRate)
+        }
+        return Status(streamGuid: ladder.streamGuid, state: state, publisher: publisher, publisherSince: since,
+                      sourceWidth: format?.width, sourceHeight: format?.height, sourceFrameRate: format?.frameRate,
+                      droppedAtIngest: dropped, variants: variants)
+    }
+
+    /// The current hints (declared until measured).
+    public var hints: BandwidthHints { makeHints(pipelineSnapshot) }
+
+    // MARK: - Job thread
+
+    private var pipelineSnapshot: [VariantPipeline] { withShared { _ in pipelines } }
+
+    private func main() {
+        while true {
+            condition.lock()
+            while shared.pendingSource == nil, !shared.stopRequested {
+                if shared.state == .interrupted, let deadline = shared.graceDeadline {
+                    if Date() >= deadline { break }
+                    _ = condition.wait(until: deadline)
+                } else {
+                    condition.wait()
+                }
+            }
+            guard let (source, publisher) = shared.pendingSource else {
+                let reason = shared.stopRequested ? "stopped" : "no publisher within \(Int(grace)) s"
+                condition.unlock()
+                finish(reason: reason)
+                return
+            }
+            let resuming = shared.state == .interrupted
+            shared.pendingSource = nil
+            shared.currentSource = source
+            shared.state = .running
+            shared.publisher = publisher
+            shared.publisherSince = Date().timeIntervalSince1970
+            if let video = source.bestVideoStream {
+                shared.sourceFormat = (video.width, video.height, video.frameRate.isValid ? video.frameRate.doubleValue : nil)
+            }
+            condition.broadcast()
+            condition.unlock()
+            addEvent(resuming ? "resumed" : "publisherConnected", publisher)
+            logger.info("\(resuming ? "publisher resumed" : "publisher connected")", metadata: ["publisher": "\(publisher)"])
+
+            do {
+                try runSession(source, resuming: resuming)
+            } catch {
+                logger.error("live ingest failed: \(error)")
+                addEvent("error", "\(error)")
+            }
+
+            condition.lock()
+            shared.droppedAtIngest += source.droppedFrames
+            shared.currentSource = nil
+            shared.publisher = nil
+            if shared.stopRequested {
+                condition.unlock()
+                finish(reason: "stopped")
+                return
+            }
+            shared.state = .interrupted
+            shared.graceDeadline = Date().addingTimeInterval(grace)
+            condition.broadcast()
+            condition.unlock()
+            addEvent("interrupted", "publisher gone; waiting \(Int(grace)) s for it to return")
+            logger.info("publisher gone; grace period started", metadata: ["grace": "\(grace)"])
+        }
+    }
+
+    private func runSession(_ source: LiveSource, resuming: Bool) throws {
+        guard let video = source.bestVideoStream else { throw TranscodeError.badInput("\(source.url) has no video") }
+        let sourceAudio = source.streams.first { $0.kind == .audio }
+        if pipelines.isEmpty {
+            try setUp(video: video, audio: sourceAudio)
+        } else {
+            grid?.forceNextKeyframe()
+            if passthroughTop, video.parameters.extradata != topExtradata, let top = pipelines.first(where: \.isPassthrough) {
+                top.submit(.changeFormat(try video.parameters.copy(), timeBase: video.timeBase, time: timelineEnd))
+                topExtradata = video.parameters.extradata
+            }
+        }
+        // Audio continues only in the format the outputs were opened with.
+        let sessionAudio = sourceAudio.flatMap { stream in
+            audioTrack.flatMap { track in
+                stream.parameters.sampleRate == track.parameters.sampleRate && stream.parameters.channelCount == track.parameters.channelCount ? track : nil
+            }
+        }
+        let decoder = try VideoDecoder(stream: video, threads: decoderThreads)
+        var ingest = Ingest(source: source, video: video, audio: sessionAudio, decoder: decoder, pipelines: pipelines, grid: grid!,
+                            started: .now(), progress: { [self] _ in refreshHints() }, cancellation: Cancellation(),
+                            isLive: true, logger: logger)
+        ingest.timelineOffset = timelineEnd
+        ingest.idleLimit = mediaTimeout
+        defer {
+            grid = ingest.grid
+            timelineEnd = max(timelineEnd, ingest.timelineEnd)
+        }
+        try ingest.run()
+    }
+
+    private func setUp(video: StreamInfo, audio: StreamInfo?) throws {
+        audioTrack = try audio.flatMap { try AudioTrack(stream: $0) }
+        let top = ladder.top
+        switch options.topMode {
+        case .encode: passthroughTop = false
+        case .passthrough: passthroughTop = video.parameters.isH264
+        // A live publisher's bit rate is unknown up front; it was told the top's.
+        case .auto: passthroughTop = video.parameters.isH264 && video.width == top.width && video.height == top.height
+        }
+        topExtradata = video.parameters.extradata
+        grid = KeyframeGrid(mode: passthroughTop ? .followSource(minimumSegment: options.keyframeInterval) : .interval(options.keyframeInterval))
+        let frameRate = LadderJob.plausibleFrameRate(video.frameRate)
+        let encoded = ladder.variants.filter { !(passthroughTop && $0.level == 1) }
+        let threads = ThreadPlan.make(cores: ProcessInfo.processInfo.activeProcessorCount, encoded: encoded, override: options.threads)
+        decoderThreads = threads.decoderThreads
+        let made = try ladder.variants.map { variant in
+            let output = VariantOutput(
+                paths: .init(mp4: nil, hlsDirectory: hlsDirectory.appendingPathComponent("\(ladder.name)_\(variant.level)"),
+                             hlsWindow: hlsWindow, sink: sinks[variant.level]),
+                audio: audioTrack, frameRate: frameRate)
+            let work: VariantPipeline.Work
+            if passthroughTop, variant.level == 1 {
+                work = .passthrough(try video.parameters.copy(), timeBase: video.timeBase)
+            } else {
+                work = .encode(H264EncoderSettings(
+                    width: variant.width, height: variant.height, bitRate: variant.bitRate, timeBase: video.timeBase,
+                    frameRate: Rational(Int32((frameRate * 1000).rounded()), 1000), preset: options.preset,
+                    threads: threads.encoderThreads[variant.level] ?? 1))
+            }
+            return VariantPipeline(variant: variant, work: work, output: output, policy: options.backpressure, inboxCapacity: options.inboxCapacity)
+        }
+        withShared { _ in pipelines = made }
+        try FileManager.default.createDirectory(at: hlsDirectory, withIntermediateDirectories: true)
+        refreshHints()
+    }
+
+    private func finish(reason: String) {
+        let group = DispatchGroup()
+        pipelines.forEach { $0.finish(group: group) }
+        group.wait()
+        if pipelines.isEmpty { sinks.values.forEach { $0.variantEnded() } }
+        refreshHints()
+        let failure = pipelines.compactMap { $0.statistics.failure }.first
+        withShared { $0.state = failure == nil ? .ended : .failed }
+        condition.lock()
+        condition.broadcast()
+        condition.unlock()
+        addEvent(failure == nil ? "ended" : "failed", failure ?? reason)
+        logger.info("live job ended: \(failure ?? reason)")
+    }
+
+    /// Rewrites `master.m3u8` and `abr.json`, and tells the sinks, when the measurements changed.
+    private func refreshHints() {
+        guard !pipelines.isEmpty else { return }
+        let hints = makeHints(pipelines)
+        guard hints != lastHints else { return }
+        lastHints = hints
+        let master = HLSMasterPlaylist(entries: hints.variants.map {
+            HLSMasterPlaylist.Entry(uri: "\(ladder.name)_\($0.abrLevel)/\(HLSVariantWriter.playlistName)", bandwidth: $0.peakBitRate,
+                                    averageBandwidth: $0.averageBitRate, width: $0.width, height: $0.height, frameRate: $0.frameRate,
+                                    codecs: $0.codecs)
+        })
+        do {
+            try master.render().write(to: hlsDirectory.appendingPathComponent("master.m3u8"), atomically: true, encoding: .utf8)
+            try JSONOutput.write(hints, to: hlsDirectory.appendingPathComponent("abr.json"))
+        } catch {
+            logger.warning("cannot write hints: \(error)")
+        }
+        for hint in hints.variants { sinks[hint.abrLevel]?.variantHints(hint, keyframeInterval: hints.keyframeInterval) }
+        addEvent("hintsUpdated", hints.variants.map { "L\($0.abrLevel) avg \($0.averageBitRate) peak \($0.peakBitRate)" }.joined(separator: ", "))
+    }
+
+    /// Declared figures stand in until a variant has measured segments.
+    private func makeHints(_ pipelines: [VariantPipeline]) -> BandwidthHints {
+        let frameRate = withShared { $0.sourceFormat?.frameRate } ?? 0
+        let variants = ladder.variants.map { variant -> BandwidthHints.VariantHint in
+            let pipeline = pipelines.first { $0.variant.level == variant.level }
+            let s = pipeline?.statistics
+            let measured = (s?.averageBitRate ?? 0) > 0
+            return BandwidthHints.VariantHint(
+                streamGuid: variant.streamGuid, abrLevel: variant.level, width: variant.width, height: variant.height,
+                frameRate: (frameRate * 1000).rounded() / 1000, codecs: (s?.codecs).flatMap { $0.isEmpty ? nil : $0 } ?? "avc1.640028",
+                declaredBitRate: variant.bitRate, averageBitRate: measured ? s!.averageBitRate : variant.bitRate,
+                peakBitRate: measured ? max(s!.peakBitRate, s!.averageBitRate) : variant.bitRate,
+                passthrough: pipeline?.isPassthrough ?? false)
+        }
+        return BandwidthHints(streamGuid: ladder.streamGuid, keyframeInterval: options.keyframeInterval, variants: variants)
+    }
+
+    private func addEvent(_ kind: String, _ detail: String) {
+        let event = Event(time: Date().timeIntervalSince1970, kind: kind, detail: detail)
+        withShared { shared in
+            shared.events.append(event)
+            if shared.events.count > Self.maximumEvents { shared.events.removeFirst(shared.events.count - Self.maximumEvents) }
+        }
+        onEvent?(event)
+    }
+
+    private func withShared<T>(_ body: (inout Shared) -> T) -> T {
+        condition.lock()
+        defer { condition.unlock() }
+        return body(&shared)
+    }
+}

@@ -1,0 +1,117 @@
+import Foundation
+import FFmpegBridge
+import MediaCore
+
+/// A live publisher's media as a `PacketReader`: the RTSP server pushes access units from its
+/// event loop, the job's ingest thread pulls them. The queue is bounded; when the ingest falls
+/// that far behind, whole GOPs are dropped (counted) so the decoder never sees a broken one and
+/// the network side never waits.
+public final class LiveSource: PacketReader, @unchecked Sendable {
+    // @unchecked: `pending`, `ended`, `dropping` and `dropped` are only touched under `condition`.
+    public let url: String
+    public let streams: [StreamInfo]
+    public var bitRate: Int { 0 }
+    public var bestVideoStream: StreamInfo? { streams.first { $0.kind == .video } }
+
+    public static let videoTimeBase = Rational(1, 90000)
+    /// Packets held for the ingest; ~8 s of 30 fps video with its audio.
+    public static let capacity = 600
+    /// How long `read` waits before answering `.idle`.
+    public static let pollInterval = 0.25
+
+    private let condition = NSCondition()
+    private var pending: [Packet] = []
+    private var head = 0
+    private var ended = false
+    private var dropping = false
+    private var dropped = 0
+
+    /// - Parameters:
+    ///   - sps, pps: the publisher's parameter sets (NAL units without start codes).
+    ///   - audio: sample rate, channel count and AudioSpecificConfig of its AAC track, if any.
+    public init(url: String, sps: [UInt8], pps: [UInt8], frameRate: Double?,
+                audio: (sampleRate: Int, channels: Int, config: [UInt8])?) throws {
+        guard let parsed = H264SPS(sps) else { throw TranscodeError.badInput("\(url): the publisher's SPS cannot be read") }
+        self.url = url
+        var streams = [StreamInfo(
+            index: 0, kind: .video, codecName: "h264", timeBase: Self.videoTimeBase, width: parsed.width, height: parsed.height,
+            frameRate: frameRate.map { Rational(Int32(($0 * 1000).rounded()), 1000) } ?? Rational(0, 0), bitRate: 0, frameCount: 0,
+            parameters: try CodecParameters.h264(width: parsed.width, height: parsed.height, extradata: H264.annexB([sps, pps])))]
+        if let audio {
+            streams.append(StreamInfo(
+                index: 1, kind: .audio, codecName: "aac", timeBase: Rational(1, Int32(audio.sampleRate)), width: 0, height: 0,
+                frameRate: Rational(0, 0), bitRate: 0, frameCount: 0,
+                parameters: try CodecParameters.aac(sampleRate: audio.sampleRate, channels: audio.channels, audioSpecificConfig: audio.config)))
+        }
+        self.streams = streams
+    }
+
+    /// One access unit in Annex B form at `ticks` (90 kHz).
+    public func pushVideo(annexB: [UInt8], ticks: Int64, isKeyframe: Bool) {
+        guard let packet = try? Packet(bytes: annexB, timeBase: Self.videoTimeBase) else { return }
+        packet.pts = ticks
+        packet.dts = ticks
+        packet.streamIndex = 0
+        packet.isKeyframe = isKeyframe
+        push(packet, isVideo: true)
+    }
+
+    /// One raw AAC access unit at `ticks` in the sample rate's units.
+    public func pushAudio(_ frame: [UInt8], ticks: Int64) {
+        guard streams.count > 1, let packet = try? Packet(bytes: frame, timeBase: streams[1].timeBase) else { return }
+        packet.pts = ticks
+        packet.dts = ticks
+        packet.streamIndex = 1
+        packet.isKeyframe = true
+        push(packet, isVideo: false)
+    }
+
+    private func push(_ packet: Packet, isVideo: Bool) {
+        condition.lock()
+        defer { condition.unlock() }
+        guard !ended else { return }
+        if pending.count - head >= Self.capacity { dropping = true }
+        if dropping {
+            guard isVideo, packet.isKeyframe, pending.count - head < Self.capacity / 2 else {
+                if isVideo { dropped += 1 }
+                return
+            }
+            dropping = false
+        }
+        pending.append(packet)
+        condition.signal()
+    }
+
+    /// The publisher is gone; what is queued is still read.
+    public func end() {
+        condition.lock()
+        ended = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Video access units dropped because the ingest fell behind.
+    public var droppedFrames: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return dropped
+    }
+
+    public func read() throws(FFmpegError) -> MediaInput.ReadResult {
+        condition.lock()
+        defer { condition.unlock() }
+        if head == pending.count, !ended {
+            _ = condition.wait(until: Date().addingTimeInterval(Self.pollInterval))
+        }
+        if head < pending.count {
+            let packet = pending[head]
+            head += 1
+            if head > 256, head * 2 > pending.count {
+                pending.removeFirst(head)
+                head = 0
+            }
+            return .packet(packet)
+        }
+        return ended ? .endOfInput : .idle
+    }
+}
