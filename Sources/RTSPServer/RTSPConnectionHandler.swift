@@ -372,7 +372,7 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
     private func setParameter(_ request: RTSPRequest, session: ServerSession?) -> Outcome {
         // Publishers report app state (`publisherBackground`, ...) as `name: value` lines or bare names.
         if let session, session.role == .publisher, let sink = session.state.withLock({ $0.sink }) {
-            for line in String(decoding: request.body.prefix(4096), as: UTF8.self).split(whereSeparator: { $0 == "\n" || $0 == "\r" }) {
+            for line in String(decoding: request.body.prefix(4096), as: UTF8.self).split(whereSeparator: \.isNewline) {
                 let parts = line.split(maxSplits: 1, whereSeparator: { $0 == ":" || $0 == "=" }).map { String($0).trimmedSpaces }
                 guard let name = parts.first, !name.isEmpty else { continue }
                 sink.receiveNotification(name: name, value: parts.count > 1 ? parts[1] : "")

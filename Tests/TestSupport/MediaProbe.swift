@@ -62,6 +62,10 @@ public enum MediaProbe {
     public struct VideoPacket: Sendable {
         public var pts: Double
         public var isKeyframe: Bool
+        public init(pts: Double, isKeyframe: Bool) {
+            self.pts = pts
+            self.isKeyframe = isKeyframe
+        }
     }
 
     public static func videoStream(_ path: String) throws -> VideoStream {

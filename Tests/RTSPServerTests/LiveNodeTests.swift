@@ -1,0 +1,223 @@
+import Foundation
+import LiveNode
+import Logging
+import MediaCore
+import RTSPServer
+import TestSupport
+import Testing
+import Transcoder
+
+/// A live node (provisions → jobs → RTSP) on a free loopback port with its own data directory.
+final class LiveTestNode: @unchecked Sendable {
+    // @unchecked: its fields are immutable after init and each is thread-safe itself.
+    let registry = StreamRegistry()
+    let node: LiveNode
+    let service: RTSPService
+    let port: Int
+    let dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("abr-live-\(UUID().uuidString.prefix(8))")
+
+    init(grace: Double = 30, provision: String = "sm2-3-level.json") throws {
+        var configuration = LiveNode.Configuration(dataDirectory: dataDirectory)
+        configuration.grace = grace
+        var logger = Logger(label: "test.live")
+        logger.logLevel = .warning
+        node = LiveNode(configuration: configuration, registry: registry, logger: logger)
+        try node.provision(ProvisionParser.parse(Data(contentsOf: fixturesDirectory.appendingPathComponent("provisions/\(provision)"))))
+        var rtsp = RTSPService.Configuration()
+        rtsp.port = 0
+        service = RTSPService(configuration: rtsp, registry: registry, policy: node, logger: logger)
+        port = try service.start()
+    }
+
+    deinit {
+        node.shutdown(timeout: 20)
+        service.shutdown()
+        try? FileManager.default.removeItem(at: dataDirectory)
+    }
+
+    func url(_ path: String) -> String { "rtsp://127.0.0.1:\(port)/\(path)" }
+
+    func waitUntilPlayable(_ paths: [String], timeout: TimeInterval = 15) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if paths.allSatisfy({ registry.existingStream($0).map { $0.isPlayable && $0.framesWritten > 0 } ?? false }) { return true }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        return false
+    }
+
+    func hls(_ relative: String) -> URL { dataDirectory.appendingPathComponent("hls/live/stream1/\(relative)") }
+}
+
+/// Video packet times a player received until the stream ended (or `seconds` passed).
+func probePackets(_ url: String, transport: String = "tcp", seconds: Int) throws -> [MediaProbe.VideoPacket] {
+    let result = try runProcess("ffprobe", ["-v", "error", "-rtsp_transport", transport, "-timeout", "20000000", "-select_streams", "v",
+                                            "-read_intervals", "%+\(seconds)", "-show_entries", "packet=pts_time,flags", "-of", "csv=p=0", url],
+                                timeout: TimeInterval(seconds + 30))
+    return result.stdout.split(separator: "\n").compactMap { line in
+        let parts = line.split(separator: ",")
+        guard parts.count >= 2, let pts = Double(parts[0]) else { return nil }
+        return MediaProbe.VideoPacket(pts: pts, isKeyframe: parts[1].contains("K"))
+    }
+}
+
+@Suite(.serialized) struct LiveNodeTests {
+    @Test(arguments: ["tcp", "udp"])
+    func aPublishedTopBecomesAWholeLadderOnEveryTransport(_ publishTransport: String) throws {
+        let node = try LiveTestNode()
+        let publishedAt = Date()
+        let publisher = try FFmpegPublisher(url: node.url("live/stream1_1"), transport: publishTransport, seconds: 25)
+        let paths = (1...3).map { "live/stream1_\($0)" }
+        try #require(node.waitUntilPlayable(paths), "ladder never came up: \(publisher.errorText)")
+        #expect(Date().timeIntervalSince(publishedAt) < 10, "variants took more than a few seconds")
+
+        // Every level over TCP and UDP at once, judged by what ffmpeg recorded.
+        let sizes = [1: (1280, 720), 2: (854, 480), 3: (640, 360)]
+        let cases = (1...3).flatMap { level in ["tcp", "udp"].map { (level, $0) } }
+        nonisolated(unsafe) var results: [Int: (status: Int32, stream: MediaProbe.VideoStream, keyframes: [Double], stderr: String)] = [:]
+        let lock = NSLock()
+        DispatchQueue.concurrentPerform(iterations: cases.count) { index in
+            let (level, transport) = cases[index]
+            let played = try? play(node.url("live/stream1_\(level)"), transport: transport, seconds: 3)
+            lock.lock()
+            if let played { results[index] = played }
+            lock.unlock()
+        }
+        for (index, (level, transport)) in cases.enumerated() {
+            let played = try #require(results[index], "L\(level) over \(transport) did not play")
+            #expect(played.status == 0, "L\(level) \(transport): \(played.stderr)")
+            #expect(played.stream.width == sizes[level]!.0 && played.stream.height == sizes[level]!.1, "L\(level) \(transport)")
+            #expect(played.stream.frames >= 75, "L\(level) \(transport): \(played.stream.frames) frames in 3 s")
+            #expect(played.keyframes.first == 0)
+        }
+
+        // The SDP carries the bandwidth hints.
+        let client = try RawRTSPClient(port: node.port)
+        client.send("DESCRIBE \(node.url("live/stream1_2")) RTSP/1.0\r\nCSeq: 1\r\nAccept: application/sdp\r\n\r\n")
+        let sdp = client.receiveResponse()
+        for line in ["b=AS:", "b=TIAS:", "a=x-abr-level:2", "a=x-abr-declared-bitrate:1000000", "a=x-abr-upswitch-above:",
+                     "a=x-abr-downswitch-below:", "a=framerate:30", "profile-level-id=64", "sprop-parameter-sets=", "a=control:trackID=0",
+                     "MPEG4-GENERIC/48000/2", "Content-Base: \(node.url("live/stream1_2"))/"] {
+            #expect(sdp.contains(line), "SDP lacks \(line)")
+        }
+
+        // Live HLS: identical segment boundaries, each segment starting on an IDR, in every variant.
+        let deadline = Date().addingTimeInterval(15)
+        var starts: [[String: Double]] = []
+        while Date() < deadline {
+            starts = try (1...3).map { try segmentStarts(node.hls("stream1_\($0)")) }
+            if Set(starts.map { Set($0.keys) }).count == 1, starts[0].count >= 3 { break }
+            Thread.sleep(forTimeInterval: 0.5)
+        }
+        let common = Set(starts[0].keys).intersection(starts[1].keys).intersection(starts[2].keys)
+        #expect(common.count >= 2, "too few common segments: \(starts)")
+        for name in common { #expect(starts[0][name] == starts[1][name] && starts[1][name] == starts[2][name], "\(name): \(starts.map { $0[name] ?? -1 })") }
+        let master = try PlaylistChecker.master(String(contentsOf: node.hls("master.m3u8"), encoding: .utf8))
+        #expect(master.map(\.uri) == ["stream1_1/index.m3u8", "stream1_2/index.m3u8", "stream1_3/index.m3u8"])
+        #expect(master.allSatisfy { Int($0.attributes["BANDWIDTH"] ?? "") ?? 0 > 0 })
+        publisher.stop()
+    }
+
+    /// The telephony-interrupt seed: the publisher disappears and comes back within grace; the same
+    /// player sessions receive both parts with increasing timestamps; after grace everything ends.
+    @Test func anInterruptedPublisherResumesWithinGraceAndTheJobEndsAfterIt() throws {
+        let node = try LiveTestNode(grace: 6)
+        let first = try FFmpegPublisher(url: node.url("live/stream1_1"), transport: "tcp", seconds: 30)
+        try #require(node.waitUntilPlayable(["live/stream1_2"]), "\(first.errorText)")
+        nonisolated(unsafe) var received: [MediaProbe.VideoPacket] = []
+        let player = Thread { received = (try? probePackets(node.url("live/stream1_2"), seconds: 60)) ?? [] }
+        player.start()
+        Thread.sleep(forTimeInterval: 4)
+        first.stop()  // the publisher is gone
+        Thread.sleep(forTimeInterval: 2)
+        #expect(node.node.job("live/stream1")?.state == .interrupted)
+        // Back within grace, with another size: the top passes it through after a discontinuity.
+        let second = try FFmpegPublisher(url: node.url("live/stream1_1"), transport: "tcp", seconds: 5, input: fixture("720p30-h264-aac.mp4"))
+        Thread.sleep(forTimeInterval: 1)
+        #expect(node.node.job("live/stream1")?.state == .running)
+        second.process.waitUntilExit()
+        let job = try #require(node.node.job("live/stream1"))
+        #expect(job.waitUntilEnded(timeout: 20), "the job did not end after grace")
+        // The player's session is closed when the job ends, so it returns by itself.
+        let deadline = Date().addingTimeInterval(15)
+        while player.isExecuting, Date() < deadline { Thread.sleep(forTimeInterval: 0.1) }
+        #expect(!player.isExecuting, "the player was not closed after the job ended")
+
+        let times = received.map(\.pts)
+        #expect(zip(times, times.dropFirst()).allSatisfy { $0 < $1 }, "timestamps went backwards")
+        let largestGap = zip(times, times.dropFirst()).map { $1 - $0 }.max() ?? 0
+        #expect(largestGap < 0.5, "the timeline jumps by \(largestGap) s across the interruption")
+        #expect((times.last ?? 0) - (times.first ?? 0) > 6, "the player did not get both parts: \(times.first ?? -1)…\(times.last ?? -1)")
+        let kinds = job.events.map(\.kind)
+        for kind in ["publisherConnected", "interrupted", "resumed", "ended"] { #expect(kinds.contains(kind), "no \(kind) event in \(kinds)") }
+        let playlist = try String(contentsOf: node.hls("stream1_2/index.m3u8"), encoding: .utf8)
+        #expect(playlist.hasSuffix("#EXT-X-ENDLIST\n"))
+    }
+
+    @Test func gstreamerPublishesToAJobAndPlaysAVariant() throws {
+        let node = try LiveTestNode()
+        let publisher = Process()
+        publisher.executableURL = URL(fileURLWithPath: "/usr/bin/gst-launch-1.0")
+        publisher.arguments = ["-q", "videotestsrc", "is-live=true", "num-buffers=450", "!", "video/x-raw,width=1280,height=720,framerate=30/1",
+                               "!", "x264enc", "tune=zerolatency", "key-int-max=60", "bitrate=2000", "!", "video/x-h264,profile=high",
+                               "!", "h264parse", "!", "rtspclientsink", "location=\(node.url("live/stream1_1"))"]
+        publisher.standardOutput = FileHandle.nullDevice
+        publisher.standardError = FileHandle.nullDevice
+        try publisher.run()
+        defer { publisher.terminate(); publisher.waitUntilExit() }
+        try #require(node.waitUntilPlayable(["live/stream1_3"]), "rtspclientsink's stream never made a ladder")
+        let result = try runProcess("gst-launch-1.0", ["-q", "rtspsrc", "location=\(node.url("live/stream1_3"))", "protocols=tcp",
+                                                       "!", "rtph264depay", "!", "h264parse", "!", "avdec_h264", "!", "videoconvert", "!",
+                                                       "video/x-raw,width=640,height=360", "!", "fakesink", "num-buffers=45", "sync=false"], timeout: 30)
+        #expect(result.status == 0, "rtspsrc: \(result.stderr)")
+    }
+
+    @Test func publisherNotificationsBecomeJobEvents() throws {
+        let node = try LiveTestNode()
+        let client = try RawRTSPClient(port: node.port)
+        let sdp = "v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=x\r\nt=0 0\r\nm=video 0 RTP/AVP 96\r\na=rtpmap:96 H264/90000\r\na=control:streamid=0\r\n"
+        client.send("ANNOUNCE \(node.url("live/stream1_1")) RTSP/1.0\r\nCSeq: 1\r\nContent-Type: application/sdp\r\nContent-Length: \(sdp.utf8.count)\r\n\r\n\(sdp)")
+        let announce = client.receiveResponse()
+        #expect(announce.hasPrefix("RTSP/1.0 200"))
+        let session = announce.split(separator: "\r\n").first { $0.hasPrefix("Session:") }.map { String($0.dropFirst(8).split(separator: ";")[0]).trimmingCharacters(in: .whitespaces) } ?? ""
+        client.send("SETUP \(node.url("live/stream1_1"))/streamid=0 RTSP/1.0\r\nCSeq: 2\r\nSession: \(session)\r\nTransport: RTP/AVP/TCP;unicast;interleaved=0-1;mode=record\r\n\r\n")
+        #expect(client.status() == 200)
+        client.send("RECORD \(node.url("live/stream1_1")) RTSP/1.0\r\nCSeq: 3\r\nSession: \(session)\r\n\r\n")
+        #expect(client.status() == 200)
+        for name in ["publisherBackground", "publisherForeground", "publisherInterrupt"] {
+            client.send("SET_PARAMETER \(node.url("live/stream1_1")) RTSP/1.0\r\nCSeq: 4\r\nSession: \(session)\r\nContent-Type: text/parameters\r\nContent-Length: \(name.utf8.count + 2)\r\n\r\n\(name)\r\n")
+            #expect(client.status() == 200)
+        }
+        let events = try #require(node.node.job("live/stream1")).events
+        #expect(events.map(\.kind).suffix(3) == ["publisherBackground", "publisherForeground", "publisherInterrupt"])
+        #expect(events.allSatisfy { $0.time > 1_700_000_000 })
+    }
+
+    @Test func onlyTheTopOfAProvisionedLadderMayBePublished() throws {
+        let node = try LiveTestNode()
+        for (path, status) in [("live/stream1_2", "403"), ("live/other_1", "404")] {
+            let result = try runProcess("ffmpeg", ["-hide_banner", "-loglevel", "error", "-re", "-i", fixture("720p30-h264-aac.mp4"), "-t", "1",
+                                                   "-c", "copy", "-f", "rtsp", "-rtsp_transport", "tcp", node.url(path)], timeout: 20)
+            #expect(result.status != 0)
+            #expect(result.stderr.contains(status), "\(path): \(result.stderr)")
+        }
+    }
+}
+
+/// First video timestamp of every segment in a variant's live playlist, by segment name.
+func segmentStarts(_ folder: URL) throws -> [String: Double] {
+    guard let text = try? String(contentsOf: folder.appendingPathComponent("index.m3u8"), encoding: .utf8) else { return [:] }
+    let playlist = try PlaylistChecker.media(text)
+    var starts: [String: Double] = [:]
+    let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("live-segment-\(UUID().uuidString).mp4")
+    defer { try? FileManager.default.removeItem(at: scratch) }
+    for segment in playlist.segments {
+        guard let map = playlist.map, let initData = try? Data(contentsOf: folder.appendingPathComponent(map)),
+              let data = try? Data(contentsOf: folder.appendingPathComponent(segment.uri)) else { continue }
+        try (initData + data).write(to: scratch)
+        if let first = try MediaProbe.videoPackets(scratch.path).first, first.isKeyframe {
+            starts[segment.uri] = (first.pts * 1000).rounded() / 1000
+        }
+    }
+    return starts
+}
