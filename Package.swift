@@ -38,7 +38,11 @@ let package = Package(
         // Provisions → live jobs → republished streams: the node's live behaviour.
         .target(
             name: "LiveNode",
-            dependencies: ["RTSPServer", "RTSP", "Transcoder", "MediaCore", .product(name: "Logging", package: "swift-log")]
+            dependencies: [
+                "RTSPServer", "RTSP", "Transcoder", "MediaCore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
         ),
         .target(
             name: "FFmpegBridge",

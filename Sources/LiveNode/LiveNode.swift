@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOPosix
 import MediaCore
 import RTSP
 import RTSPServer
@@ -18,6 +19,8 @@ public final class LiveNode: PublishPolicy, Sendable {
         public var allowUnprovisioned = false
         public var transcode = TranscodeOptions()
         public var hlsWindow = 6
+        /// `rtsp://host:port` of an origin every variant is also pushed to.
+        public var origin: String?
         public init(dataDirectory: URL) {
             self.dataDirectory = dataDirectory
         }
@@ -31,7 +34,7 @@ public final class LiveNode: PublishPolicy, Sendable {
     public let configuration: Configuration
     public let registry: StreamRegistry
     let logger: Logger
-    private let state = Mutex<(ladders: [String: Ladder], jobs: [String: LiveLadderJob])>(([:], [:]))
+    private let state = Mutex<(ladders: [String: Ladder], jobs: [String: LiveLadderJob], pushers: [String: [OriginPusher]])>(([:], [:], [:]))
     private let eventListener: (@Sendable (String, LiveLadderJob.Event) -> Void)?
 
     public init(configuration: Configuration, registry: StreamRegistry, logger: Logger = Logger(label: "abr.node"),
@@ -51,17 +54,32 @@ public final class LiveNode: PublishPolicy, Sendable {
             state.ladders[ladder.streamGuid] = ladder
         }
         _ = job(for: ladder)
+        if let origin = configuration.origin {
+            let pushers = ladder.variants.compactMap {
+                OriginPusher(stream: registry.stream($0.streamGuid), origin: origin, group: MultiThreadedEventLoopGroup.singleton, logger: logger)
+            }
+            state.withLock { $0.pushers[ladder.streamGuid] = pushers }
+            pushers.forEach { $0.start() }
+        }
         logger.info("provisioned", metadata: ["stream.guid": "\(ladder.streamGuid)", "variants": "\(ladder.variants.count)"])
     }
 
     /// Removes a ladder and ends its job cleanly.
     public func removeProvision(_ streamGuid: String) throws(ProvisionFailure) {
-        let job = try state.withLock { state throws(ProvisionFailure) in
+        let (job, pushers) = try state.withLock { state throws(ProvisionFailure) in
             guard state.ladders.removeValue(forKey: streamGuid) != nil else { throw .notProvisioned(streamGuid) }
-            return state.jobs.removeValue(forKey: streamGuid)
+            return (state.jobs.removeValue(forKey: streamGuid), state.pushers.removeValue(forKey: streamGuid) ?? [])
         }
+        pushers.forEach { $0.stop() }
         job?.stop()
         job?.waitUntilEnded(timeout: 30)
+    }
+
+    /// Origin push state per variant guid.
+    public var originStatistics: [String: OriginPusher.Statistics] {
+        state.withLock { state in
+            Dictionary(uniqueKeysWithValues: state.pushers.values.flatMap { $0 }.map { ($0.stream.path, $0.statistics) })
+        }
     }
 
     public var ladders: [Ladder] { state.withLock { $0.ladders.values.sorted { $0.streamGuid < $1.streamGuid } } }
@@ -100,8 +118,9 @@ public final class LiveNode: PublishPolicy, Sendable {
 
     /// Stops every job and waits for their outputs to be finished.
     public func shutdown(timeout: TimeInterval = 30) {
-        let jobs = state.withLock { Array($0.jobs.values) }
+        let (jobs, pushers) = state.withLock { (Array($0.jobs.values), $0.pushers.values.flatMap { $0 }) }
         jobs.forEach { $0.stop() }
+        pushers.forEach { $0.stop() }
         jobs.forEach { $0.waitUntilEnded(timeout: timeout) }
     }
 

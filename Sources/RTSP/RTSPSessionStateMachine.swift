@@ -41,8 +41,9 @@ public struct RTSPSessionStateMachine: Sendable, Equatable {
             return role == .player ? .accept(next: .active) : .notValidInState
         case ("RECORD", .ready), ("RECORD", .active):
             return role == .publisher ? .accept(next: .active) : .notValidInState
+        // RFC 2326 §10.6: PAUSE interrupts playing or recording alike (rtspclientsink sends it at EOS).
         case ("PAUSE", .ready), ("PAUSE", .active):
-            return role == .player ? .accept(next: .ready) : .notValidInState
+            return .accept(next: .ready)
         case ("TEARDOWN", _):
             return .accept(next: .closed)
         default:

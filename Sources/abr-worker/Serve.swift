@@ -1,4 +1,5 @@
 import ArgumentParser
+import FFmpegBridge
 import Dispatch
 import Foundation
 import LiveNode
@@ -38,6 +39,9 @@ struct Serve: ParsableCommand {
     @Option(help: "Seconds between IDRs on the time grid.")
     var keyframeInterval: Double = 2
 
+    @Option(help: "Also push every variant to this RTSP origin (rtsp://host:port), reconnecting when it goes away.")
+    var origin: String?
+
     @Flag(help: "Relay publishes to streams that are not provisioned, as a single variant.")
     var allowUnprovisioned = false
 
@@ -49,15 +53,20 @@ struct Serve: ParsableCommand {
         guard TranscodeOptions.presets.contains(preset) else { throw ValidationError("--preset must be an x264 preset (got \(preset))") }
         guard grace >= 0, grace <= 3600 else { throw ValidationError("--grace must be 0 to 3600 seconds (got \(grace))") }
         guard (1...65535).contains(rtspPort) || rtspPort == 0 else { throw ValidationError("--rtsp-port must be 0 to 65535 (got \(rtspPort))") }
+        if let origin, OriginPusher.hostAndPort(origin) == nil {
+            throw ValidationError("--origin must be rtsp://host[:port] (got \(origin))")
+        }
     }
 
     func run() throws {
         LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
+        FFmpegLibrary.setLogLevel(.error)
         let logger = Logger(label: "abr.serve")
         let ladders = try provision.map { try loadLadder(path: $0, streamGuid: nil) }
         var nodeConfiguration = LiveNode.Configuration(dataDirectory: URL(fileURLWithPath: dataDir))
         nodeConfiguration.grace = grace
         nodeConfiguration.allowUnprovisioned = allowUnprovisioned
+        nodeConfiguration.origin = origin
         nodeConfiguration.transcode = TranscodeOptions(preset: preset, topMode: TopVariantMode(rawValue: top)!, keyframeInterval: keyframeInterval)
         let registry = StreamRegistry()
         let node = LiveNode(configuration: nodeConfiguration, registry: registry)

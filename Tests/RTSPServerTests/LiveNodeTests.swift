@@ -16,9 +16,10 @@ final class LiveTestNode: @unchecked Sendable {
     let port: Int
     let dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("abr-live-\(UUID().uuidString.prefix(8))")
 
-    init(grace: Double = 30, provision: String = "sm2-3-level.json") throws {
+    init(grace: Double = 30, provision: String = "sm2-3-level.json", origin: String? = nil) throws {
         var configuration = LiveNode.Configuration(dataDirectory: dataDirectory)
         configuration.grace = grace
+        configuration.origin = origin
         var logger = Logger(label: "test.live")
         logger.logLevel = .warning
         node = LiveNode(configuration: configuration, registry: registry, logger: logger)
@@ -135,7 +136,7 @@ func probePackets(_ url: String, transport: String = "tcp", seconds: Int) throws
         let second = try FFmpegPublisher(url: node.url("live/stream1_1"), transport: "tcp", seconds: 5, input: fixture("720p30-h264-aac.mp4"))
         Thread.sleep(forTimeInterval: 1)
         #expect(node.node.job("live/stream1")?.state == .running)
-        second.process.waitUntilExit()
+        #expect(waitForExit(second.process, timeout: 30), "the second publisher did not finish")
         let job = try #require(node.node.job("live/stream1"))
         #expect(job.waitUntilEnded(timeout: 20), "the job did not end after grace")
         // The player's session is closed when the job ends, so it returns by itself.
@@ -164,7 +165,7 @@ func probePackets(_ url: String, transport: String = "tcp", seconds: Int) throws
         publisher.standardOutput = FileHandle.nullDevice
         publisher.standardError = FileHandle.nullDevice
         try publisher.run()
-        defer { publisher.terminate(); publisher.waitUntilExit() }
+        defer { stopProcess(publisher, signal: SIGINT) }
         try #require(node.waitUntilPlayable(["live/stream1_3"]), "rtspclientsink's stream never made a ladder")
         let result = try runProcess("gst-launch-1.0", ["-q", "rtspsrc", "location=\(node.url("live/stream1_3"))", "protocols=tcp",
                                                        "!", "rtph264depay", "!", "h264parse", "!", "avdec_h264", "!", "videoconvert", "!",
@@ -191,6 +192,35 @@ func probePackets(_ url: String, transport: String = "tcp", seconds: Int) throws
         let events = try #require(node.node.job("live/stream1")).events
         #expect(events.map(\.kind).suffix(3) == ["publisherBackground", "publisherForeground", "publisherInterrupt"])
         #expect(events.allSatisfy { $0.time > 1_700_000_000 })
+    }
+
+    /// Every variant is pushed to an origin (another RTSP server: our own, relaying), and pushing
+    /// resumes after the origin restarts.
+    @Test func variantsArePushedToAnOriginThatMayGoAway() throws {
+        var origin: TestNode? = try TestNode()
+        let originPort = origin!.port
+        let node = try LiveTestNode(origin: "rtsp://127.0.0.1:\(originPort)")
+        let publisher = try FFmpegPublisher(url: node.url("live/stream1_1"), transport: "tcp", seconds: 40)
+        let paths = (1...3).map { "live/stream1_\($0)" }
+        try #require(paths.allSatisfy { origin!.waitUntilPlayable($0, timeout: 20) }, "variants never reached the origin: \(publisher.errorText)")
+        let played = try play(origin!.url("live/stream1_3"), transport: "tcp", seconds: 2)
+        #expect(played.stream.width == 640 && played.stream.height == 360)
+
+        origin = nil  // the origin goes away...
+        Thread.sleep(forTimeInterval: 2)
+        #expect(node.node.originStatistics["live/stream1_2"]?.connected == false)
+        var configuration = RTSPService.Configuration()
+        configuration.port = originPort
+        let registry = StreamRegistry()
+        let restarted = RTSPService(configuration: configuration, registry: registry, policy: RelayEverything(registry: registry))
+        defer { restarted.shutdown() }
+        try restarted.start()  // ...and comes back on the same port
+        let deadline = Date().addingTimeInterval(40)
+        while Date() < deadline, !paths.allSatisfy({ (registry.existingStream($0)?.framesWritten ?? 0) > 0 }) { Thread.sleep(forTimeInterval: 0.2) }
+        #expect(paths.allSatisfy { (registry.existingStream($0)?.framesWritten ?? 0) > 0 }, "pushing did not resume")
+        let statistics = try #require(node.node.originStatistics["live/stream1_2"])
+        #expect(statistics.connectionAttempts >= 2 && statistics.failures >= 1 && statistics.connected)
+        publisher.stop()
     }
 
     @Test func onlyTheTopOfAProvisionedLadderMayBePublished() throws {

@@ -65,11 +65,7 @@ final class FFmpegPublisher {
     }
 
     func stop() {
-        if process.isRunning { process.interrupt() }
-        let deadline = Date().addingTimeInterval(5)
-        while process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
+        stopProcess(process, signal: SIGINT)
     }
 
     deinit { stop() }

@@ -165,6 +165,8 @@ func parseWhole(_ bytes: [UInt8], parser: RTSPMessageParser = RTSPMessageParser(
         #expect(machine.apply("RECORD") == .accept(next: .active))
         #expect(machine.apply("SETUP") == .notValidInState)
         #expect(machine.apply("GET_PARAMETER") == .accept(next: .active))
+        #expect(machine.apply("PAUSE") == .accept(next: .ready))
+        #expect(machine.apply("RECORD") == .accept(next: .active))
         #expect(machine.apply("TEARDOWN") == .accept(next: .closed))
         #expect(machine.apply("OPTIONS") == .notValidInState)
     }

@@ -33,13 +33,34 @@ public func runProcess(_ executable: String, _ arguments: [String], timeout: Tim
     group.enter()
     DispatchQueue.global().async { errData = err.fileHandleForReading.readDataToEndOfFile(); group.leave() }
     if group.wait(timeout: .now() + timeout) == .timedOut {
-        process.terminate()
-        group.wait()
+        stopProcess(process)
+        _ = group.wait(timeout: .now() + 5)
     }
     process.waitUntilExit()
     return ProcessResult(status: process.terminationStatus,
                          stdout: String(decoding: outData, as: UTF8.self),
                          stderr: String(decoding: errData, as: UTF8.self))
+}
+
+/// Stops a peer for good: SIGTERM (or SIGINT, which ffmpeg and gst-launch handle more gracefully),
+/// then SIGKILL after a deadline, so no test can hang on a peer that ignores signals.
+public func stopProcess(_ process: Process, signal: Int32 = SIGTERM, grace: TimeInterval = 5) {
+    guard process.isRunning else { return }
+    kill(process.processIdentifier, signal)
+    let deadline = Date().addingTimeInterval(grace)
+    while process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+    if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    process.waitUntilExit()
+}
+
+/// Waits for a peer to finish on its own; past the deadline it is stopped and the answer is false.
+@discardableResult
+public func waitForExit(_ process: Process, timeout: TimeInterval) -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+    guard process.isRunning else { return true }
+    stopProcess(process)
+    return false
 }
 
 /// Facts about real media files, read with Debian's ffprobe: the independent judge of our output.

@@ -81,7 +81,7 @@ let workerExecutable: String = {
         }
         Thread.sleep(forTimeInterval: 0.3)
         kill(process.processIdentifier, SIGINT)
-        process.waitUntilExit()
+        #expect(waitForExit(process, timeout: 60), "the worker did not stop after SIGINT")
         #expect(process.terminationReason == .exit)
         #expect(process.terminationStatus == 1)
         #expect(try FileManager.default.contentsOfDirectory(atPath: output.path).isEmpty)

@@ -25,18 +25,14 @@ final class GStreamerRTSPServer {
             line.append(chunk)
         }
         guard let port = Int(String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) else {
-            process.terminate()
+            stopProcess(process)
             throw CocoaError(.fileReadUnknown, userInfo: [NSLocalizedDescriptionKey: "gst-rtsp-server did not start"])
         }
         self.port = port
     }
 
     deinit {
-        process.terminate()
-        let deadline = Date().addingTimeInterval(5)
-        while process.isRunning, Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
+        stopProcess(process)
     }
 }
 
