@@ -9,6 +9,12 @@ public protocol PacketReader: AnyObject {
     /// Container-level bit rate, 0 when unknown.
     var bitRate: Int { get }
     func read() throws(FFmpegError) -> MediaInput.ReadResult
+    /// When the packet `read` returned last arrived from the network (uptime nanoseconds), for live inputs.
+    var lastArrival: UInt64? { get }
+}
+
+extension PacketReader {
+    public var lastArrival: UInt64? { nil }
 }
 
 /// What a demuxed stream is, read once when the input opens.

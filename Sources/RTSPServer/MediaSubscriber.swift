@@ -14,7 +14,7 @@ final class MediaSubscriber: Sendable {
     let hasAudio: Bool
 
     /// Backlog past which this player skips to the next IDR.
-    static let maximumBacklog = 4 * 1024 * 1024
+    let maximumBacklog: Int
     static let senderReportInterval: UInt64 = 5_000_000_000
 
     struct State {
@@ -37,8 +37,10 @@ final class MediaSubscriber: Sendable {
         var audioRate = 0
     }
 
-    init(transport: PlayerTransport, hasVideo: Bool, hasAudio: Bool, audioRate: Int = 0, onEnd: @escaping @Sendable () -> Void) {
+    init(transport: PlayerTransport, hasVideo: Bool, hasAudio: Bool, audioRate: Int = 0, maximumBacklog: Int = 4 * 1024 * 1024,
+         onEnd: @escaping @Sendable () -> Void) {
         self.transport = transport
+        self.maximumBacklog = maximumBacklog
         self.hasVideo = hasVideo
         self.hasAudio = hasAudio
         self.onEnd = onEnd
@@ -70,9 +72,9 @@ final class MediaSubscriber: Sendable {
                 state.started = true
                 state.epoch = wallClock() - Double(ticks) / 90000
             }
-            if backlog > Self.maximumBacklog { state.skipping = true }
+            if backlog > maximumBacklog { state.skipping = true }
             if state.skipping {
-                guard isKeyframe, backlog < Self.maximumBacklog / 2 else {
+                guard isKeyframe, backlog < maximumBacklog / 2 else {
                     state.dropped += 1
                     return nil
                 }

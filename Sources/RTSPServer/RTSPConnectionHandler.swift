@@ -321,7 +321,8 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
         let registry = server.registry
         let sessions = server.sessions
         let subscriber = MediaSubscriber(transport: transport, hasVideo: transports[0] != nil, hasAudio: transports[1] != nil,
-                                         audioRate: stream.audio?.sampleRate ?? 0) { [id = session.id] in
+                                         audioRate: stream.audio?.sampleRate ?? 0,
+                                         maximumBacklog: server.configuration.playerBacklogLimit) { [id = session.id] in
             sessions.session(id)?.end(reason: "stream ended", registry: registry)
             sessions.remove(id)
         }

@@ -17,6 +17,10 @@ public final class RTSPService: Sendable {
         public var sessionTimeout = 60
         public var maximumSessions = 256
         public var limits = RTSPMessageParser.Limits()
+        /// Bytes a player may have queued before it alone skips to the next IDR.
+        public var playerBacklogLimit = 4 * 1024 * 1024
+        /// SO_SNDBUF for RTSP connections; nil leaves the kernel's autotuning (what production wants).
+        public var socketSendBuffer: Int?
         public init() {}
     }
 
@@ -62,10 +66,14 @@ public final class RTSPService: Sendable {
     @discardableResult
     public func start() throws -> Int {
         let (rtp, rtcp) = try bindUDPPair()
-        let server = try ServerBootstrap(group: group)
+        var bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+        if let size = configuration.socketSendBuffer {
+            bootstrap = bootstrap.childChannelOption(.socketOption(.so_sndbuf), value: SocketOptionValue(size))
+        }
+        let server = try bootstrap
             .childChannelInitializer { [self] channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: .seconds(Int64(configuration.sessionTimeout) * 2)))

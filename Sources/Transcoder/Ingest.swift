@@ -21,6 +21,8 @@ struct Ingest {
     var timelineOffset = 0.0
     /// A live input that delivers nothing for this long has ended (its publisher is gone).
     var idleLimit: Double?
+    /// Live jobs: where each picture's arrival time is kept for latency measurement.
+    var arrivals: ArrivalTimes?
     private var idleSeconds = 0.0
 
     private(set) var videoPackets = 0
@@ -153,6 +155,9 @@ struct Ingest {
         }
         shift(packet, by: videoOrigin!)
         videoPackets += 1
+        if let arrivals, let arrival = source.lastArrival, packet.pts != noTimestamp {
+            arrivals.record(timelineTicks: packet.timeBase.rescale(packet.pts, to: ArrivalTimes.timeBase), arrival: arrival)
+        }
         var decision = KeyframeGrid.Decision.none
         if packet.isKeyframe, followsSource, packet.pts != noTimestamp {
             let time = video.timeBase.seconds(packet.pts)

@@ -44,6 +44,9 @@ public final class LiveLadderJob: @unchecked Sendable {
         public var fps: Double
         public var averageBitRate: Int
         public var peakBitRate: Int
+        /// Latency this variant adds from a picture's arrival to its sending, milliseconds.
+        public var latencyP50: Double?
+        public var latencyP99: Double?
     }
 
     public struct Status: Sendable, Codable {
@@ -96,6 +99,7 @@ public final class LiveLadderJob: @unchecked Sendable {
     private var decoderThreads = 1
     private var lastHints: BandwidthHints?
     private var thread: Thread?
+    private let arrivals = ArrivalTimes()
 
     /// Events kept for the control plane; older ones are dropped.
     public static let maximumEvents = 1000
@@ -188,7 +192,8 @@ public final class LiveLadderJob: @unchecked Sendable {
                                  height: pipeline.variant.height, passthrough: pipeline.isPassthrough, framesIn: s.framesIn,
                                  framesOut: s.framesOut, droppedFrames: s.dropped,
                                  fps: elapsed > 0 ? (Double(s.framesOut) / elapsed * 10).rounded() / 10 : 0,
-                                 averageBitRate: s.averageBitRate, peakBitRate: s.peakBitRate)
+                                 averageBitRate: s.averageBitRate, peakBitRate: s.peakBitRate,
+                                 latencyP50: s.latencyP50, latencyP99: s.latencyP99)
         }
         return Status(streamGuid: ladder.streamGuid, state: state, publisher: publisher, publisherSince: since,
                       sourceWidth: format?.width, sourceHeight: format?.height, sourceFrameRate: format?.frameRate,
@@ -282,6 +287,7 @@ public final class LiveLadderJob: @unchecked Sendable {
                             isLive: true, logger: logger)
         ingest.timelineOffset = timelineEnd
         ingest.idleLimit = mediaTimeout
+        ingest.arrivals = arrivals
         defer {
             grid = ingest.grid
             timelineEnd = max(timelineEnd, ingest.timelineEnd)
@@ -307,7 +313,7 @@ public final class LiveLadderJob: @unchecked Sendable {
         let made = try ladder.variants.map { variant in
             let output = VariantOutput(
                 paths: .init(mp4: nil, hlsDirectory: hlsDirectory.appendingPathComponent("\(ladder.name)_\(variant.level)"),
-                             hlsWindow: hlsWindow, sink: sinks[variant.level]),
+                             hlsWindow: hlsWindow, sink: sinks[variant.level], arrivals: arrivals),
                 audio: audioTrack, frameRate: frameRate)
             let work: VariantPipeline.Work
             if passthroughTop, variant.level == 1 {

@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import FFmpegBridge
 import MediaCore
@@ -20,7 +21,9 @@ public final class LiveSource: PacketReader, @unchecked Sendable {
     public static let pollInterval = 0.25
 
     private let condition = NSCondition()
-    private var pending: [Packet] = []
+    private var pending: [(packet: Packet, arrival: UInt64)] = []
+    /// Ingest thread only: when the packet `read` returned last arrived.
+    public private(set) var lastArrival: UInt64?
     private var head = 0
     private var ended = false
     private var dropping = false
@@ -78,7 +81,7 @@ public final class LiveSource: PacketReader, @unchecked Sendable {
             }
             dropping = false
         }
-        pending.append(packet)
+        pending.append((packet, DispatchTime.now().uptimeNanoseconds))
         condition.signal()
     }
 
@@ -104,7 +107,8 @@ public final class LiveSource: PacketReader, @unchecked Sendable {
             _ = condition.wait(until: Date().addingTimeInterval(Self.pollInterval))
         }
         if head < pending.count {
-            let packet = pending[head]
+            let (packet, arrival) = pending[head]
+            lastArrival = arrival
             head += 1
             if head > 256, head * 2 > pending.count {
                 pending.removeFirst(head)

@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import FFmpegBridge
 import MediaCore
@@ -15,6 +16,8 @@ final class VariantOutput {
         /// Segments in a live playlist; nil writes a complete (VOD) playlist at the end.
         var hlsWindow: Int? = nil
         var sink: (any VariantSink)? = nil
+        /// Live jobs: arrival times of source pictures, to measure the latency this variant adds.
+        var arrivals: ArrivalTimes? = nil
     }
 
     private let paths: Paths
@@ -31,6 +34,7 @@ final class VariantOutput {
     private(set) var keyframes = 0
     private(set) var keyframeTimes: [Double] = []
     private(set) var codecs = ""
+    private(set) var latency = LatencySamples()
     private(set) var videoTimeBase = Rational(1, 90000)
 
     /// Audio packets held while waiting for the first video packet (about 10 s of AAC).
@@ -98,6 +102,10 @@ final class VariantOutput {
         let time = packet.timeBase.seconds(packet.pts)
         try hls.writeVideo(packet, time: time, startsSegment: startsSegment || frames == 0)
         try mp4?.write(packet, stream: 0)
+        if let arrivals = paths.arrivals,
+           let arrival = arrivals.arrival(timelineTicks: packet.timeBase.rescale(packet.pts, to: ArrivalTimes.timeBase)) {
+            latency.add(Double(DispatchTime.now().uptimeNanoseconds &- arrival) / 1e9)
+        }
         if let sink = paths.sink {
             let bytes = packet.bytes
             let units = bytes.starts(with: [0, 0, 1]) || bytes.starts(with: [0, 0, 0, 1])

@@ -36,6 +36,9 @@ final class VariantPipeline: @unchecked Sendable {
         var peakBitRate = 0
         var segments = 0
         var measuredBytes = 0
+        /// Added latency (publisher arrival → sent), milliseconds, live jobs only.
+        var latencyP50: Double?
+        var latencyP99: Double?
         var codecs = ""
         var failure: String?
     }
@@ -115,7 +118,13 @@ final class VariantPipeline: @unchecked Sendable {
             // The peak is re-measured only when a segment was added: it walks the retained segments.
             let peak = changed ? meter.peakBitRate(targetDuration: Double(meter.targetDuration)) : nil
             let codecs = output.codecs
+            // Percentiles sort a thousand samples: twice a second at 30 fps is plenty.
+            let latency = framesOut % 15 == 0 ? output.latency.percentiles : nil
             state.withLock {
+                if let latency {
+                    $0.latencyP50 = latency.p50
+                    $0.latencyP99 = latency.p99
+                }
                 $0.busySeconds += elapsed
                 $0.framesOut = framesOut
                 $0.averageBitRate = meter.averageBitRate

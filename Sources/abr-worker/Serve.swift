@@ -99,7 +99,10 @@ struct Serve: ParsableCommand {
         status?.setEventHandler {
             for job in node.jobs {
                 let s = job.status
-                let variants = s.variants.map { "L\($0.abrLevel) \($0.framesOut)f \($0.droppedFrames)d \($0.averageBitRate / 1000)k" }
+                let variants = s.variants.map { v in
+                    let latency = v.latencyP50.map { String(format: " %.0f/%.0fms", $0, v.latencyP99 ?? 0) } ?? ""
+                    return "L\(v.abrLevel) \(v.framesOut)f \(v.droppedFrames)d \(v.averageBitRate / 1000)k\(latency)"
+                }
                 logger.info("job \(s.streamGuid) \(s.state.rawValue): \(variants.joined(separator: " | "))",
                             metadata: ["players": "\(s.variants.map { registry.existingStream($0.streamGuid)?.playerCount ?? 0 })"])
             }

@@ -67,7 +67,7 @@ func probePackets(_ url: String, transport: String = "tcp", seconds: Int) throws
     func aPublishedTopBecomesAWholeLadderOnEveryTransport(_ publishTransport: String) throws {
         let node = try LiveTestNode()
         let publishedAt = Date()
-        let publisher = try FFmpegPublisher(url: node.url("live/stream1_1"), transport: publishTransport, seconds: 25)
+        let publisher = try FFmpegPublisher(url: node.url("live/stream1_1"), transport: publishTransport, seconds: 90)
         let paths = (1...3).map { "live/stream1_\($0)" }
         try #require(node.waitUntilPlayable(paths), "ladder never came up: \(publisher.errorText)")
         #expect(Date().timeIntervalSince(publishedAt) < 10, "variants took more than a few seconds")
@@ -116,6 +116,17 @@ func probePackets(_ url: String, transport: String = "tcp", seconds: Int) throws
         let master = try PlaylistChecker.master(String(contentsOf: node.hls("master.m3u8"), encoding: .utf8))
         #expect(master.map(\.uri) == ["stream1_1/index.m3u8", "stream1_2/index.m3u8", "stream1_3/index.m3u8"])
         #expect(master.allSatisfy { Int($0.attributes["BANDWIDTH"] ?? "") ?? 0 > 0 })
+
+        // Stats: every level moving, nothing dropped, added latency measured.
+        let status = try #require(node.node.job("live/stream1")).status
+        #expect(status.state == .running)
+        #expect(status.sourceWidth == 1280 && status.sourceHeight == 720)
+        for variant in status.variants {
+            #expect(variant.framesOut > 100 && variant.droppedFrames == 0, "L\(variant.abrLevel): \(variant)")
+            #expect(variant.averageBitRate > 0 && variant.peakBitRate >= variant.averageBitRate)
+            let p99 = try #require(variant.latencyP99, "L\(variant.abrLevel) has no latency figure")
+            #expect(p99 < 2000 && (variant.latencyP50 ?? .infinity) <= p99)
+        }
         publisher.stop()
     }
 

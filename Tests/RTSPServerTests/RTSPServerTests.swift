@@ -123,6 +123,23 @@ import Testing
         #expect(frames >= 150, "the player got \(frames) frames in 6 s")
     }
 
+    /// A player that stops reading only hurts itself: it skips to later IDRs, others get everything.
+    @Test func aSlowPlayerSkipsAheadAndDoesNotSlowOthers() throws {
+        let node = try TestNode(playerBacklogLimit: 128 * 1024)
+        let publisher = try FFmpegPublisher(url: node.url("live/slow_1"), transport: "tcp", seconds: 30)
+        try #require(node.waitUntilPlayable("live/slow_1"), "\(publisher.errorText)")
+        let stalled = try RawRTSPClient(port: node.port, receiveBuffer: 4096)
+        stalled.send("SETUP \(node.url("live/slow_1"))/trackID=0 RTSP/1.0\r\nCSeq: 1\r\nTransport: RTP/AVP/TCP;unicast;interleaved=0-1\r\n\r\n")
+        let setup = stalled.receiveResponse()
+        let session = setup.split(separator: "\r\n").first { $0.hasPrefix("Session:") }.map { String($0.dropFirst(8).split(separator: ";")[0]).trimmingCharacters(in: .whitespaces) } ?? ""
+        stalled.send("PLAY \(node.url("live/slow_1")) RTSP/1.0\r\nCSeq: 2\r\nSession: \(session)\r\n\r\n")
+        // From here on the stalled client reads nothing.
+        let played = try play(node.url("live/slow_1"), transport: "tcp", seconds: 8)
+        #expect(played.stream.frames >= 220, "a healthy player beside a stalled one got \(played.stream.frames) frames in 8 s")
+        #expect(try #require(node.registry.existingStream("live/slow_1")).playerDrops > 0, "the stalled player never skipped")
+        _ = stalled
+    }
+
     @Test func sessionsTimeOutAndEndThePublish() throws {
         let node = try TestNode(sessionTimeout: 2)
         let client = try RawRTSPClient(port: node.port)

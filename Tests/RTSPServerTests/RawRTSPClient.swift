@@ -7,8 +7,12 @@ import Glibc
 final class RawRTSPClient {
     private let socketDescriptor: Int32
 
-    init(port: Int) throws {
+    /// - Parameter receiveBuffer: a small SO_RCVBUF makes a client that stops reading stall quickly.
+    init(port: Int, receiveBuffer: Int32? = nil) throws {
         socketDescriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        if var size = receiveBuffer {
+            setsockopt(socketDescriptor, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)

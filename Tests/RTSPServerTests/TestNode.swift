@@ -9,10 +9,14 @@ final class TestNode {
     let service: RTSPService
     let port: Int
 
-    init(sessionTimeout: Int = 60, makePolicy: (StreamRegistry) -> any PublishPolicy = { RelayEverything(registry: $0) }) throws {
+    init(sessionTimeout: Int = 60, playerBacklogLimit: Int = 4 * 1024 * 1024,
+         makePolicy: (StreamRegistry) -> any PublishPolicy = { RelayEverything(registry: $0) }) throws {
         var configuration = RTSPService.Configuration()
         configuration.port = 0
         configuration.sessionTimeout = sessionTimeout
+        configuration.playerBacklogLimit = playerBacklogLimit
+        // Small kernel buffers, so a client that stops reading backs up into the node's own queue quickly.
+        if playerBacklogLimit < 1024 * 1024 { configuration.socketSendBuffer = 64 * 1024 }
         var logger = Logger(label: "test.rtsp")
         logger.logLevel = .warning
         service = RTSPService(configuration: configuration, registry: registry, policy: makePolicy(registry), logger: logger)
