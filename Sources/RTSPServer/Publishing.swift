@@ -83,6 +83,7 @@ struct IncomingTrack {
     var videoFormat: VideoFormat?
     var packetsReceived = 0
     var bytesReceived = 0
+    var reception = ReceptionStatistics()
 
     init(media: SessionDescription.Media) {
         self.media = media

@@ -83,6 +83,7 @@ public final class RTSPService: Sendable {
             .bind(host: configuration.host, port: configuration.port).wait()
         let sweep = group.next().scheduleRepeatedTask(initialDelay: .seconds(1), delay: .seconds(1)) { [self] _ in
             expireSessions()
+            sendReceiverReports()
         }
         channels.withLock { $0 = (server, rtp, rtcp, sweep) }
         logger.info("RTSP listening", metadata: ["rtsp.port": "\(server.localAddress?.port ?? 0)",
@@ -114,6 +115,31 @@ public final class RTSPService: Sendable {
             return (rtp, rtcp)
         }
         throw IOError(errnoCode: EADDRINUSE, reason: "no free UDP port pair for RTP/RTCP")
+    }
+
+    static let receiverReportInterval: UInt64 = 5_000_000_000
+
+    /// RTCP receiver reports to publishers, on the transport each track uses.
+    private func sendReceiverReports() {
+        let udp = udpChannels
+        for session in sessions.all {
+            for (transport, report) in session.receiverReportsIfDue(interval: Self.receiverReportInterval) {
+                var payload = session.connection.allocator.buffer(capacity: 64)
+                report.write(to: &payload)
+                switch transport.lower {
+                case let .tcp(channels?):
+                    var frame = session.connection.allocator.buffer(capacity: payload.readableBytes + 4)
+                    RTSPSerialization.writeInterleaved(channel: channels.upperBound, payload: payload, to: &frame)
+                    session.connection.writeAndFlush(frame, promise: nil)
+                case let .udp(clientPorts?, _):
+                    guard let udp, let ip = session.remoteAddress?.ipAddress,
+                          let destination = try? SocketAddress(ipAddress: ip, port: Int(clientPorts.upperBound)) else { continue }
+                    udp.rtcp.writeAndFlush(AddressedEnvelope(remoteAddress: destination, data: payload), promise: nil)
+                default:
+                    continue
+                }
+            }
+        }
     }
 
     private func expireSessions() {

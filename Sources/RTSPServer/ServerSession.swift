@@ -23,6 +23,9 @@ final class ServerSession: Sendable {
         var tracks: [IncomingTrack] = []
         var trackTransports: [Int: RTSPTransport] = [:]
         var recordStarted: UInt64?
+        var lastReceiverReport: UInt64 = 0
+        /// Our SSRC as a receiver, in the reports we send the publisher.
+        var receiverSSRC = UInt32.random(in: 1...UInt32.max)
         // Player
         var stream: LiveStream?
         var playerTransports: [Int: RTSPTransport] = [:]
@@ -74,6 +77,7 @@ final class ServerSession: Sendable {
                 return nil
             }
             let sinceStart = Double(state.lastActivity &- started) / 1e9
+            track.reception.record(packet, arrival: Double(state.lastActivity) / 1e9, clockRate: track.media.clockRate)
             for (ready, lost) in track.reorder.push(packet) {
                 switch track.kind {
                 case var .video(depacketizer):
@@ -103,6 +107,21 @@ final class ServerSession: Sendable {
         guard let sink else { return }
         for (unit, ticks, format) in videoOut { sink.receiveVideo(unit, ticks: ticks, format: format) }
         for (frame, ticks, format) in audioOut { sink.receiveAudio(frame, ticks: ticks, format: format) }
+    }
+
+    /// RTCP receiver reports for a publisher, one per track with its transport, when due.
+    func receiverReportsIfDue(interval: UInt64) -> [(transport: RTSPTransport, report: RTCPPacket)] {
+        state.withLock { state in
+            let now = DispatchTime.now().uptimeNanoseconds
+            guard role == .publisher, !state.ended, state.recordStarted != nil, now &- state.lastReceiverReport >= interval else { return [] }
+            state.lastReceiverReport = now
+            var reports: [(RTSPTransport, RTCPPacket)] = []
+            for index in state.tracks.indices {
+                guard let transport = state.trackTransports[index], let block = state.tracks[index].reception.reportBlock() else { continue }
+                reports.append((transport, .receiverReport(ssrc: state.receiverSSRC, blocks: [block])))
+            }
+            return reports
+        }
     }
 
     /// Ends the session once: a publisher's sink hears why, a player leaves its stream.

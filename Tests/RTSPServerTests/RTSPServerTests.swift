@@ -1,4 +1,6 @@
 import Foundation
+import NIOCore
+import RTSP
 import RTSPServer
 import TestSupport
 import Testing
@@ -138,6 +140,42 @@ import Testing
         #expect(played.stream.frames >= 220, "a healthy player beside a stalled one got \(played.stream.frames) frames in 8 s")
         #expect(try #require(node.registry.existingStream("live/slow_1")).playerDrops > 0, "the stalled player never skipped")
         _ = stalled
+    }
+
+    /// A publisher gets RTCP receiver reports on its transport, counting the packets it lost.
+    @Test func publishersGetReceiverReports() throws {
+        let node = try TestNode()
+        let client = try RawRTSPClient(port: node.port)
+        let sdp = "v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=x\r\nt=0 0\r\nm=video 0 RTP/AVP 96\r\na=rtpmap:96 H264/90000\r\na=control:streamid=0\r\n"
+        client.send("ANNOUNCE \(node.url("live/rr_1")) RTSP/1.0\r\nCSeq: 1\r\nContent-Type: application/sdp\r\nContent-Length: \(sdp.utf8.count)\r\n\r\n\(sdp)")
+        let announce = client.receiveResponse()
+        let session = announce.split(separator: "\r\n").first { $0.hasPrefix("Session:") }.map { String($0.dropFirst(8).split(separator: ";")[0]).trimmingCharacters(in: .whitespaces) } ?? ""
+        client.send("SETUP \(node.url("live/rr_1"))/streamid=0 RTSP/1.0\r\nCSeq: 2\r\nSession: \(session)\r\nTransport: RTP/AVP/TCP;unicast;interleaved=0-1;mode=record\r\n\r\n")
+        #expect(client.status() == 200)
+        client.send("RECORD \(node.url("live/rr_1")) RTSP/1.0\r\nCSeq: 3\r\nSession: \(session)\r\n\r\n")
+        #expect(client.status() == 200)
+        // 20 packets with sequence numbers 10 and 11 missing.
+        var packetizer = H264Packetizer(ssrc: 0xCAFE, initialSequence: 0)
+        for index in 0..<22 {
+            let packets = packetizer.packetize([[0x65, 1, 2, 3][...]], timestamp: UInt32(index * 3000))
+            guard index != 10, index != 11 else { continue }
+            var rtp = ByteBuffer()
+            packets[0].write(to: &rtp)
+            var frame = ByteBuffer()
+            RTSPSerialization.writeInterleaved(channel: 0, payload: rtp, to: &frame)
+            client.send(Array(frame.readableBytesView))
+        }
+        let received = client.receiveRaw(for: 7)
+        var buffer = ByteBuffer(bytes: received)
+        var reports: [RTCPPacket] = []
+        while let item = try? RTSPMessageParser().parse(&buffer) {
+            if case let .interleaved(channel, payload) = item, channel == 1 { reports += RTCPPacket.parseCompound(payload) }
+        }
+        let blocks = reports.compactMap { if case let .receiverReport(_, blocks) = $0 { return blocks.first } else { return nil } }
+        let block = try #require(blocks.first, "no receiver report in \(received.count) bytes")
+        #expect(block.ssrc == 0xCAFE)
+        #expect(block.cumulativeLost == 2)
+        #expect(block.highestSequence == 21)
     }
 
     @Test func sessionsTimeOutAndEndThePublish() throws {

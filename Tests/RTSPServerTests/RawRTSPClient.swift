@@ -51,6 +51,18 @@ final class RawRTSPClient {
         }
     }
 
+    /// Whatever arrives within `seconds` (the socket's receive timeout bounds each read).
+    func receiveRaw(for seconds: Double) -> [UInt8] {
+        var data = [UInt8]()
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            let count = recv(socketDescriptor, &chunk, chunk.count, Int32(MSG_DONTWAIT))
+            if count > 0 { data += chunk[0..<count] } else { Thread.sleep(forTimeInterval: 0.05) }
+        }
+        return data
+    }
+
     /// The status code of the next response, or nil when the server closed the connection.
     func status() -> Int? {
         let response = receiveResponse()

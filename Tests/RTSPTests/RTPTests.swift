@@ -188,3 +188,36 @@ import Testing
         #expect(Base64.decode("a b") == nil)
     }
 }
+
+@Suite struct ReceptionStatisticsTests {
+    func packet(_ sequence: UInt16, _ timestamp: UInt32) -> RTPPacket {
+        RTPPacket(marker: false, payloadType: 96, sequenceNumber: sequence, timestamp: timestamp, ssrc: 77, payload: ByteBuffer())
+    }
+
+    @Test func countsLossAcrossASequenceWrap() throws {
+        var statistics = ReceptionStatistics()
+        // 65530 … 5 with 65533 and 2 missing: 12 expected, 10 received.
+        for (index, sequence) in ([65530, 65531, 65532, 65534, 65535, 0, 1, 3, 4, 5] as [UInt16]).enumerated() {
+            statistics.record(packet(sequence, UInt32(index) * 3000), arrival: Double(index) / 30, clockRate: 90000)
+        }
+        let report = statistics.reportBlock()
+        let block = try #require(report)
+        #expect(block.ssrc == 77)
+        #expect(block.highestSequence == 65536 + 5)
+        #expect(block.cumulativeLost == 2)
+        #expect(block.fractionLost == UInt8((2 << 8) / 12))
+        #expect(block.jitter < 10, "evenly spaced packets have no jitter")
+        // The next interval, without loss, reports no fraction lost.
+        statistics.record(packet(6, 30000), arrival: 10.0 / 30, clockRate: 90000)
+        let next = statistics.reportBlock()
+        #expect(next?.fractionLost == 0)
+    }
+
+    @Test func jitterGrowsWithIrregularArrival() {
+        var statistics = ReceptionStatistics()
+        for index in 0..<50 {
+            statistics.record(packet(UInt16(index), UInt32(index) * 3000), arrival: Double(index) / 30 + (index % 2 == 0 ? 0.02 : 0), clockRate: 90000)
+        }
+        #expect(statistics.jitter > 1000)
+    }
+}
