@@ -6,6 +6,9 @@ public struct H264SPS: Sendable, Hashable {
     public var level: UInt8
     public var width: Int
     public var height: Int
+    /// From the VUI's bitstream restriction: how many pictures may precede another in decode order
+    /// but follow it in output (B-frames). nil when the SPS does not say.
+    public var maxNumReorderFrames: Int?
 
     /// Parses an SPS NAL unit including its one-byte header; nil if it is not a readable SPS.
     public init?(_ nal: some Collection<UInt8>) {
@@ -59,6 +62,45 @@ public struct H264SPS: Sendable, Hashable {
         width = fullWidth - cropUnitX * (crop.left + crop.right)
         height = fullHeight - cropUnitY * (crop.top + crop.bottom)
         guard width > 0, height > 0, width <= 16384, height <= 16384 else { return nil }
+        if reader.bits(1) == 1 { maxNumReorderFrames = Self.readReorderFrames(&reader) }
+    }
+
+    /// The reorder depth a decoder must allow for: the SPS's own figure, or what the profile permits.
+    public var reorderDepth: Int {
+        if let maxNumReorderFrames { return maxNumReorderFrames }
+        // Baseline and Constrained Baseline have no B-slices; assume x264's default pyramid otherwise.
+        return profile == 66 ? 0 : 2
+    }
+
+    /// VUI (Annex E.1.1) up to bitstream_restriction; nil when absent or unreadable.
+    private static func readReorderFrames(_ reader: inout BitReader) -> Int? {
+        guard let aspectInfo = reader.bits(1) else { return nil }
+        if aspectInfo == 1, let idc = reader.bits(8), idc == 255 { guard reader.bits(32) != nil else { return nil } }
+        if reader.bits(1) == 1 { guard reader.bits(1) != nil else { return nil } }                 // overscan
+        if reader.bits(1) == 1 {                                                                     // video signal type
+            guard reader.bits(4) != nil, let colour = reader.bits(1) else { return nil }
+            if colour == 1 { guard reader.bits(24) != nil else { return nil } }
+        }
+        if reader.bits(1) == 1 { guard reader.unsignedExpGolomb() != nil, reader.unsignedExpGolomb() != nil else { return nil } }
+        if reader.bits(1) == 1 { guard reader.bits(32) != nil, reader.bits(32) != nil, reader.bits(1) != nil else { return nil } }
+        guard let nalHRD = reader.bits(1) else { return nil }
+        if nalHRD == 1, !skipHRD(&reader) { return nil }
+        guard let vclHRD = reader.bits(1) else { return nil }
+        if vclHRD == 1, !skipHRD(&reader) { return nil }
+        if nalHRD == 1 || vclHRD == 1 { guard reader.bits(1) != nil else { return nil } }           // low_delay_hrd
+        guard reader.bits(1) != nil, let restriction = reader.bits(1), restriction == 1 else { return nil }
+        guard reader.bits(1) != nil, reader.unsignedExpGolomb() != nil, reader.unsignedExpGolomb() != nil,
+              reader.unsignedExpGolomb() != nil, reader.unsignedExpGolomb() != nil,
+              let reorder = reader.unsignedExpGolomb(), reorder <= 16 else { return nil }
+        return reorder
+    }
+
+    private static func skipHRD(_ reader: inout BitReader) -> Bool {
+        guard let count = reader.unsignedExpGolomb(), count < 32, reader.bits(8) != nil else { return false }
+        for _ in 0...count {
+            guard reader.unsignedExpGolomb() != nil, reader.unsignedExpGolomb() != nil, reader.bits(1) != nil else { return false }
+        }
+        return reader.bits(20) != nil
     }
 }
 

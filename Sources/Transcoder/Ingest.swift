@@ -153,8 +153,12 @@ struct Ingest {
             audioBeforeOrigin.removeAll()
             held.forEach { handleAudio($0) }
         }
+        let firstPacket = videoPackets == 0
         shift(packet, by: videoOrigin!)
         videoPackets += 1
+        if firstPacket, passthrough != nil, packet.pts != noTimestamp, packet.dts != noTimestamp, packet.pts > packet.dts {
+            encoders.forEach { $0.submit(.decodeOffset(packet.pts - packet.dts)) }
+        }
         if let arrivals, let arrival = source.lastArrival, packet.pts != noTimestamp {
             arrivals.record(timelineTicks: packet.timeBase.rescale(packet.pts, to: ArrivalTimes.timeBase), arrival: arrival)
         }

@@ -28,6 +28,10 @@ public final class LiveSource: PacketReader, @unchecked Sendable {
     private var ended = false
     private var dropping = false
     private var dropped = 0
+    private let reorderDepth: Int
+    private let frameTicks: Int64
+    /// Push side only (one publisher session delivers in order).
+    private var decodeTimestamps: DecodeTimestamps?
 
     /// - Parameters:
     ///   - sps, pps: the publisher's parameter sets (NAL units without start codes).
@@ -36,6 +40,8 @@ public final class LiveSource: PacketReader, @unchecked Sendable {
                 audio: (sampleRate: Int, channels: Int, config: [UInt8])?) throws {
         guard let parsed = H264SPS(sps) else { throw TranscodeError.badInput("\(url): the publisher's SPS cannot be read") }
         self.url = url
+        reorderDepth = parsed.reorderDepth
+        frameTicks = Int64((90000 / (frameRate.flatMap { $0 > 0 ? $0 : nil } ?? 30)).rounded())
         var streams = [StreamInfo(
             index: 0, kind: .video, codecName: "h264", timeBase: Self.videoTimeBase, width: parsed.width, height: parsed.height,
             frameRate: frameRate.map { Rational(Int32(($0 * 1000).rounded()), 1000) } ?? Rational(0, 0), bitRate: 0, frameCount: 0,
@@ -49,11 +55,13 @@ public final class LiveSource: PacketReader, @unchecked Sendable {
         self.streams = streams
     }
 
-    /// One access unit in Annex B form at `ticks` (90 kHz).
+    /// One access unit in Annex B form at presentation time `ticks` (90 kHz), in decode order.
     public func pushVideo(annexB: [UInt8], ticks: Int64, isKeyframe: Bool) {
         guard let packet = try? Packet(bytes: annexB, timeBase: Self.videoTimeBase) else { return }
         packet.pts = ticks
-        packet.dts = ticks
+        // RTP carries presentation times only; with B-frames, decoding times must be derived.
+        if decodeTimestamps == nil { decodeTimestamps = DecodeTimestamps(depth: reorderDepth, firstPTS: ticks, step: frameTicks) }
+        packet.dts = decodeTimestamps!.next(pts: ticks)
         packet.streamIndex = 0
         packet.isKeyframe = isKeyframe
         push(packet, isVideo: true)

@@ -24,6 +24,10 @@ final class VariantPipeline: @unchecked Sendable {
         case audio(Packet)
         /// A new publisher's video format for a passed-through variant, starting at `time`.
         case changeFormat(CodecParameters, timeBase: Rational, time: Double)
+        /// Decode times of encoded pictures lead their presentation by this much (in the video time
+        /// base), as the passed-through top's B-frames do, so every variant's fMP4 track starts its
+        /// decode timeline at the same point and IDRs line up in HLS.
+        case decodeOffset(Int64)
     }
 
     struct Statistics: Sendable {
@@ -57,6 +61,7 @@ final class VariantPipeline: @unchecked Sendable {
     let output: VariantOutput
     private var pendingSegmentStarts: Set<Int64> = []
     private var lastPTS = Int64.min
+    private var decodeOffset: Int64 = 0
 
     // Ingest-confined.
     private var awaitingKeyframe = false
@@ -80,7 +85,7 @@ final class VariantPipeline: @unchecked Sendable {
         var isKeyframe = false
         switch input {
         case let .frame(_, decision), let .packet(_, decision): isKeyframe = decision.isKeyframe
-        case .audio, .changeFormat: isVideo = false
+        case .audio, .changeFormat, .decodeOffset: isVideo = false
         }
         switch policy {
         case .block:
@@ -187,6 +192,8 @@ final class VariantPipeline: @unchecked Sendable {
             try output.writeVideo(packet, startsSegment: decision.startsSegment)
         case let .audio(packet):
             try output.writeAudio(packet)
+        case let .decodeOffset(offset):
+            decodeOffset = offset
         case let .changeFormat(parameters, timeBase, time):
             guard case .passthrough = work, output.isOpen else { return }
             try output.changeFormat(video: parameters, timeBase: timeBase, at: time)
@@ -203,6 +210,7 @@ final class VariantPipeline: @unchecked Sendable {
     private func drainEncoder(_ encoder: H264Encoder) throws {
         while case let .packet(packet) = try encoder.receive() {
             let startsSegment = pendingSegmentStarts.remove(packet.pts) != nil
+            if decodeOffset > 0, packet.pts != noTimestamp { packet.dts = packet.pts &- decodeOffset }
             try output.writeVideo(packet, startsSegment: startsSegment)
         }
     }

@@ -89,3 +89,26 @@ import Testing
         #expect(H264SPS([0x67, 0x64, 0x00, 0x1f] + [UInt8](repeating: 0, count: 20)) == nil)
     }
 }
+
+@Suite struct DecodeTimestampsTests {
+    @Test func bFramePyramidGetsMonotonicDTSNeverAfterPTS() {
+        // x264's pyramid in decode order: I0 P4 B2 b1 b3 P8 B6 b5 b7 (times in frames).
+        let pts: [Int64] = [0, 4, 2, 1, 3, 8, 6, 5, 7].map { $0 * 3000 }
+        var generator = DecodeTimestamps(depth: 2, firstPTS: 0, step: 3000)
+        let dts = pts.map { generator.next(pts: $0) }
+        #expect(zip(dts, dts.dropFirst()).allSatisfy { $0 < $1 }, "\(dts)")
+        #expect(zip(dts, pts).allSatisfy { $0 <= $1 }, "\(dts)")
+    }
+
+    @Test func noBFramesMeansDTSEqualsPTS() {
+        var generator = DecodeTimestamps(depth: 0, firstPTS: 9000, step: 3000)
+        #expect((0..<5).map { generator.next(pts: 9000 + Int64($0) * 3000) } == [9000, 12000, 15000, 18000, 21000])
+    }
+
+    @Test func reorderDepthFromTheSPS() throws {
+        // x264 with B-frames writes max_num_reorder_frames in the VUI.
+        let sps = try #require(H264SPS(H264Tests.sps720p))
+        #expect(sps.maxNumReorderFrames == 0, "the fixture has no B-frames")
+        #expect(try #require(H264SPS(H264Tests.spsBaseline)).reorderDepth == 0)
+    }
+}

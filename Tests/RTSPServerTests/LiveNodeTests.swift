@@ -234,6 +234,39 @@ func probePackets(_ url: String, transport: String = "tcp", seconds: Int) throws
         publisher.stop()
     }
 
+    /// A publisher with B-frames and no audio (x264's defaults): RTP gives presentation times only,
+    /// so the node derives decoding times; the passed-through top must decode cleanly and every
+    /// variant's segments must still start on the same picture.
+    @Test func aBFramePublisherPassesThroughCleanlyAndStaysAligned() throws {
+        let work = FileManager.default.temporaryDirectory.appendingPathComponent("bframes-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: work) }
+        let source = work.appendingPathComponent("bframes.mp4").path
+        let made = try runProcess("ffmpeg", ["-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30:duration=8",
+                                             "-c:v", "libx264", "-preset", "veryfast", "-b:v", "2000k", "-g", "60", source])
+        try #require(made.status == 0, "\(made.stderr)")
+        let node = try LiveTestNode(grace: 2)
+        let publisher = try FFmpegPublisher(url: node.url("live/stream1_1"), transport: "tcp", seconds: 8, input: source)
+        try #require(node.waitUntilPlayable(["live/stream1_1", "live/stream1_3"]), "\(publisher.errorText)")
+        #expect(waitForExit(publisher.process, timeout: 30))
+        let job = try #require(node.node.job("live/stream1"))
+        #expect(job.waitUntilEnded(timeout: 20))
+        #expect(job.status.variants.first?.passthrough == true)
+
+        let starts = try (1...3).map { try segmentStarts(node.hls("stream1_\($0)")) }
+        #expect(starts[0].count >= 3, "\(starts)")
+        #expect(starts[0] == starts[1] && starts[1] == starts[2], "segment starts differ: \(starts)")
+        // The passed-through top, as a player would fetch it, decodes without a single error.
+        let folder = node.hls("stream1_1")
+        let playlist = try PlaylistChecker.media(String(contentsOf: folder.appendingPathComponent("index.m3u8"), encoding: .utf8))
+        var whole = try Data(contentsOf: folder.appendingPathComponent(playlist.map ?? "init.mp4"))
+        for segment in playlist.segments { whole += try Data(contentsOf: folder.appendingPathComponent(segment.uri)) }
+        let file = work.appendingPathComponent("top.mp4")
+        try whole.write(to: file)
+        let decoded = try runProcess("ffmpeg", ["-hide_banner", "-v", "error", "-i", file.path, "-f", "null", "-"])
+        #expect(decoded.status == 0 && decoded.stderr.isEmpty, "the top does not decode cleanly: \(decoded.stderr.prefix(300))")
+    }
+
     @Test func onlyTheTopOfAProvisionedLadderMayBePublished() throws {
         let node = try LiveTestNode()
         for (path, status) in [("live/stream1_2", "403"), ("live/other_1", "404")] {
