@@ -16,10 +16,11 @@ final class LiveTestNode: @unchecked Sendable {
     let port: Int
     let dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("abr-live-\(UUID().uuidString.prefix(8))")
 
-    init(grace: Double = 30, provision: String = "sm2-3-level.json", origin: String? = nil) throws {
+    init(grace: Double = 30, provision: String = "sm2-3-level.json", origin: String? = nil, allowUnprovisioned: Bool = false) throws {
         var configuration = LiveNode.Configuration(dataDirectory: dataDirectory)
         configuration.grace = grace
         configuration.origin = origin
+        configuration.allowUnprovisioned = allowUnprovisioned
         var logger = Logger(label: "test.live")
         logger.logLevel = .warning
         node = LiveNode(configuration: configuration, registry: registry, logger: logger)
@@ -265,6 +266,20 @@ func probePackets(_ url: String, transport: String = "tcp", seconds: Int) throws
         try whole.write(to: file)
         let decoded = try runProcess("ffmpeg", ["-hide_banner", "-v", "error", "-i", file.path, "-f", "null", "-"])
         #expect(decoded.status == 0 && decoded.stderr.isEmpty, "the top does not decode cleanly: \(decoded.stderr.prefix(300))")
+    }
+
+    @Test func anUnprovisionedPublishIsRelayedAsOneVariantWhenAllowed() throws {
+        let node = try LiveTestNode(allowUnprovisioned: true)
+        let publisher = try FFmpegPublisher(url: node.url("live/guest"), transport: "tcp", seconds: 15)
+        try #require(node.waitUntilPlayable(["live/guest"]), "\(publisher.errorText)")
+        let played = try play(node.url("live/guest"), transport: "udp", seconds: 2)
+        #expect(played.stream.width == 1280 && played.stream.height == 720, "relayed unchanged")
+        #expect(node.node.job("live/guest") == nil, "a relay is not a transcoding job")
+        // A lower level of a provisioned ladder is still refused.
+        let refused = try runProcess("ffmpeg", ["-hide_banner", "-loglevel", "error", "-re", "-i", fixture("720p30-h264-aac.mp4"), "-t", "1",
+                                                "-c", "copy", "-f", "rtsp", "-rtsp_transport", "tcp", node.url("live/stream1_3")], timeout: 20)
+        #expect(refused.stderr.contains("403"))
+        publisher.stop()
     }
 
     @Test func onlyTheTopOfAProvisionedLadderMayBePublished() throws {
