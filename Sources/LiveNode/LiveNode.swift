@@ -157,10 +157,7 @@ final class JobPublishSink: PublishSink {
         self.job = job
         self.request = request
         self.logger = logger
-        let aac = request.description.media.first { $0.isAAC && ($0.formatParameters["mode"] ?? "").lowercased() == "aac-hbr" }
-        audio = aac.flatMap { media in
-            media.formatParameters["config"].flatMap(Self.hexBytes).map { (media.clockRate, media.channels ?? 2, $0) }
-        }
+        audio = request.description.media.lazy.compactMap { media in media.aacConfig.map { (media.clockRate, media.channels ?? 2, $0) } }.first
     }
 
     func receiveVideo(_ unit: H264AccessUnit, ticks: Int64, format: VideoFormat) {
@@ -188,12 +185,6 @@ final class JobPublishSink: PublishSink {
 
     func publisherEnded(reason: String) {
         source.withLock { $0 }?.end()
-    }
-
-    static func hexBytes(_ text: String) -> [UInt8]? {
-        let digits = Array(text.utf8)
-        guard digits.count % 2 == 0, !digits.isEmpty else { return nil }
-        return stride(from: 0, to: digits.count, by: 2).compactMap { UInt8(String(decoding: digits[$0..<$0 + 2], as: UTF8.self), radix: 16) }
     }
 }
 

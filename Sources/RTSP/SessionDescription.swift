@@ -39,6 +39,19 @@ public struct SessionDescription: Sendable, Equatable {
 
         public var isH264: Bool { encoding.uppercased() == "H264" }
         public var isAAC: Bool { encoding.uppercased() == "MPEG4-GENERIC" }
+
+        /// The AudioSpecificConfig of an AAC-hbr track (`config=` in hex), nil for anything else.
+        public var aacConfig: [UInt8]? {
+            guard isAAC, (formatParameters["mode"] ?? "").lowercased() == "aac-hbr", let hex = formatParameters["config"] else { return nil }
+            let digits = Array(hex.utf8)
+            guard !digits.isEmpty, digits.count % 2 == 0 else { return nil }
+            var bytes: [UInt8] = []
+            for index in stride(from: 0, to: digits.count, by: 2) {
+                guard let byte = UInt8(String(decoding: digits[index..<index + 2], as: UTF8.self), radix: 16) else { return nil }
+                bytes.append(byte)
+            }
+            return bytes
+        }
     }
 
     public var sessionName: String

@@ -93,8 +93,7 @@ struct IncomingTrack {
             let pps = sets.first { ($0.first ?? 0) & 0x1F == 8 }
             kind = .video(H264Depacketizer(sps: sps, pps: pps))
             if let sps, let pps { videoFormat = VideoFormat(sps: sps, pps: pps, frameRate: Self.frameRate(media)) }
-        } else if media.isAAC, let config = media.formatParameters["config"].flatMap(Self.hexBytes), !config.isEmpty,
-                  (media.formatParameters["mode"] ?? "").lowercased() == "aac-hbr" {
+        } else if let config = media.aacConfig {
             kind = .audio(AACDepacketizer(), AudioFormat(sampleRate: media.clockRate, channels: media.channels ?? 2, config: config))
         } else {
             kind = .unsupported
@@ -103,17 +102,6 @@ struct IncomingTrack {
 
     static func frameRate(_ media: SessionDescription.Media) -> Double? {
         media.attributes.first { $0.hasPrefix("framerate:") }.flatMap { Double($0.dropFirst("framerate:".count)) }
-    }
-
-    static func hexBytes(_ text: String) -> [UInt8]? {
-        let digits = Array(text.utf8)
-        guard digits.count % 2 == 0 else { return nil }
-        var bytes: [UInt8] = []
-        for index in stride(from: 0, to: digits.count, by: 2) {
-            guard let byte = UInt8(String(decoding: digits[index..<index + 2], as: UTF8.self), radix: 16) else { return nil }
-            bytes.append(byte)
-        }
-        return bytes
     }
 
     /// Continuous ticks from 32-bit RTP timestamps (which wrap, and start at a random value).

@@ -30,14 +30,7 @@ struct Serve: ParsableCommand {
     @Option(help: "Seconds a job waits for its publisher to come back before it ends.")
     var grace: Double = 30
 
-    @Option(help: "x264 preset.")
-    var preset = "veryfast"
-
-    @Option(help: "Top variant: auto, passthrough, or encode.")
-    var top = "auto"
-
-    @Option(help: "Seconds between IDRs on the time grid.")
-    var keyframeInterval: Double = 2
+    @OptionGroup var encoding: EncodingOptions
 
     @Option(help: "Also push every variant to this RTSP origin (rtsp://host:port), reconnecting when it goes away.")
     var origin: String?
@@ -49,8 +42,6 @@ struct Serve: ParsableCommand {
     var statusInterval: Double = 10
 
     func validate() throws {
-        guard TopVariantMode(rawValue: top) != nil else { throw ValidationError("--top must be one of auto, passthrough, encode (got \(top))") }
-        guard TranscodeOptions.presets.contains(preset) else { throw ValidationError("--preset must be an x264 preset (got \(preset))") }
         guard grace >= 0, grace <= 3600 else { throw ValidationError("--grace must be 0 to 3600 seconds (got \(grace))") }
         guard (1...65535).contains(rtspPort) || rtspPort == 0 else { throw ValidationError("--rtsp-port must be 0 to 65535 (got \(rtspPort))") }
         if let origin, OriginPusher.hostAndPort(origin) == nil {
@@ -67,7 +58,7 @@ struct Serve: ParsableCommand {
         nodeConfiguration.grace = grace
         nodeConfiguration.allowUnprovisioned = allowUnprovisioned
         nodeConfiguration.origin = origin
-        nodeConfiguration.transcode = TranscodeOptions(preset: preset, topMode: TopVariantMode(rawValue: top)!, keyframeInterval: keyframeInterval)
+        nodeConfiguration.transcode = encoding.transcodeOptions()
         let registry = StreamRegistry()
         let node = LiveNode(configuration: nodeConfiguration, registry: registry)
         for ladder in ladders {
@@ -110,13 +101,7 @@ struct Serve: ParsableCommand {
         status?.resume()
 
         let done = DispatchSemaphore(value: 0)
-        let sources = [SIGINT, SIGTERM].map { number in
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { done.signal() }
-            source.resume()
-            return source
-        }
+        let sources = onTerminationSignal { done.signal() }
         done.wait()
         sources.forEach { $0.cancel() }
         status?.cancel()

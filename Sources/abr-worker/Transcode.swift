@@ -20,14 +20,7 @@ struct Transcode: ParsableCommand {
     @Option(help: "Output directory.")
     var output: String
 
-    @Option(help: "x264 preset.")
-    var preset: String = "veryfast"
-
-    @Option(help: "Top variant: auto (pass through when the source matches level 1), passthrough, or encode.")
-    var top: String = "auto"
-
-    @Option(help: "Seconds between IDRs on the time grid (and the shortest segment when following source keyframes).")
-    var keyframeInterval: Double = 2
+    @OptionGroup var encoding: EncodingOptions
 
     @Option(help: "Threads for the decoder and each encoder (default: derived from cores and variants).")
     var threads: Int?
@@ -36,15 +29,6 @@ struct Transcode: ParsableCommand {
     var quiet = false
 
     func validate() throws {
-        guard TopVariantMode(rawValue: top) != nil else {
-            throw ValidationError("--top must be one of auto, passthrough, encode (got \(top))")
-        }
-        guard TranscodeOptions.presets.contains(preset) else {
-            throw ValidationError("--preset must be an x264 preset: \(TranscodeOptions.presets.joined(separator: ", ")) (got \(preset))")
-        }
-        guard keyframeInterval >= 0.5, keyframeInterval <= 20 else {
-            throw ValidationError("--keyframe-interval must be 0.5 to 20 seconds (got \(keyframeInterval))")
-        }
         if let threads, !(1...64).contains(threads) {
             throw ValidationError("--threads must be 1 to 64 (got \(threads))")
         }
@@ -53,20 +37,14 @@ struct Transcode: ParsableCommand {
     func run() throws {
         let ladder = try loadLadder(path: provision, streamGuid: streamGuid)
         FFmpegLibrary.setLogLevel(quiet ? .quiet : .error)
-        let options = TranscodeOptions(preset: preset, topMode: TopVariantMode(rawValue: top)!,
-                                       keyframeInterval: keyframeInterval, threads: threads)
+        let options = encoding.transcodeOptions(threads: threads)
         let job = LadderJob(ladder: ladder, input: input, outputDirectory: URL(fileURLWithPath: output), options: options)
         let showProgress = !quiet && isatty(STDERR_FILENO) == 1
         // Ctrl-C or SIGTERM: a live pull has no end of its own, so it ends there and its outputs are
         // finished; a file run is cancelled and leaves no partial output behind.
         let live = job.isLiveInput
-        let signalSources = [SIGINT, SIGTERM].map { number in
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { if live { job.stop() } else { job.cancel() } }
-            source.resume()
-            return source
-        }
+        nonisolated(unsafe) let running = job
+        let signalSources = onTerminationSignal { if live { running.stop() } else { running.cancel() } }
         defer { signalSources.forEach { $0.cancel() } }
         let report = try job.run(progress: showProgress ? { printProgress($0) } : nil)
         if showProgress { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }

@@ -188,15 +188,8 @@ func probePackets(_ url: String, transport: String = "tcp", seconds: Int) throws
     @Test func publisherNotificationsBecomeJobEvents() throws {
         let node = try LiveTestNode()
         let client = try RawRTSPClient(port: node.port)
-        let sdp = "v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=x\r\nt=0 0\r\nm=video 0 RTP/AVP 96\r\na=rtpmap:96 H264/90000\r\na=control:streamid=0\r\n"
-        client.send("ANNOUNCE \(node.url("live/stream1_1")) RTSP/1.0\r\nCSeq: 1\r\nContent-Type: application/sdp\r\nContent-Length: \(sdp.utf8.count)\r\n\r\n\(sdp)")
-        let announce = client.receiveResponse()
-        #expect(announce.hasPrefix("RTSP/1.0 200"))
-        let session = announce.split(separator: "\r\n").first { $0.hasPrefix("Session:") }.map { String($0.dropFirst(8).split(separator: ";")[0]).trimmingCharacters(in: .whitespaces) } ?? ""
-        client.send("SETUP \(node.url("live/stream1_1"))/streamid=0 RTSP/1.0\r\nCSeq: 2\r\nSession: \(session)\r\nTransport: RTP/AVP/TCP;unicast;interleaved=0-1;mode=record\r\n\r\n")
-        #expect(client.status() == 200)
-        client.send("RECORD \(node.url("live/stream1_1")) RTSP/1.0\r\nCSeq: 3\r\nSession: \(session)\r\n\r\n")
-        #expect(client.status() == 200)
+        let (session, statuses) = client.startPublishing(node.url("live/stream1_1"))
+        #expect(statuses == [200, 200, 200])
         for name in ["publisherBackground", "publisherForeground", "publisherInterrupt"] {
             client.send("SET_PARAMETER \(node.url("live/stream1_1")) RTSP/1.0\r\nCSeq: 4\r\nSession: \(session)\r\nContent-Type: text/parameters\r\nContent-Length: \(name.utf8.count + 2)\r\n\r\n\(name)\r\n")
             #expect(client.status() == 200)

@@ -132,8 +132,7 @@ import Testing
         try #require(node.waitUntilPlayable("live/slow_1"), "\(publisher.errorText)")
         let stalled = try RawRTSPClient(port: node.port, receiveBuffer: 4096)
         stalled.send("SETUP \(node.url("live/slow_1"))/trackID=0 RTSP/1.0\r\nCSeq: 1\r\nTransport: RTP/AVP/TCP;unicast;interleaved=0-1\r\n\r\n")
-        let setup = stalled.receiveResponse()
-        let session = setup.split(separator: "\r\n").first { $0.hasPrefix("Session:") }.map { String($0.dropFirst(8).split(separator: ";")[0]).trimmingCharacters(in: .whitespaces) } ?? ""
+        let session = RawRTSPClient.sessionID(in: stalled.receiveResponse())
         stalled.send("PLAY \(node.url("live/slow_1")) RTSP/1.0\r\nCSeq: 2\r\nSession: \(session)\r\n\r\n")
         // From here on the stalled client reads nothing.
         let played = try play(node.url("live/slow_1"), transport: "tcp", seconds: 8)
@@ -146,14 +145,7 @@ import Testing
     @Test func publishersGetReceiverReports() throws {
         let node = try TestNode()
         let client = try RawRTSPClient(port: node.port)
-        let sdp = "v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=x\r\nt=0 0\r\nm=video 0 RTP/AVP 96\r\na=rtpmap:96 H264/90000\r\na=control:streamid=0\r\n"
-        client.send("ANNOUNCE \(node.url("live/rr_1")) RTSP/1.0\r\nCSeq: 1\r\nContent-Type: application/sdp\r\nContent-Length: \(sdp.utf8.count)\r\n\r\n\(sdp)")
-        let announce = client.receiveResponse()
-        let session = announce.split(separator: "\r\n").first { $0.hasPrefix("Session:") }.map { String($0.dropFirst(8).split(separator: ";")[0]).trimmingCharacters(in: .whitespaces) } ?? ""
-        client.send("SETUP \(node.url("live/rr_1"))/streamid=0 RTSP/1.0\r\nCSeq: 2\r\nSession: \(session)\r\nTransport: RTP/AVP/TCP;unicast;interleaved=0-1;mode=record\r\n\r\n")
-        #expect(client.status() == 200)
-        client.send("RECORD \(node.url("live/rr_1")) RTSP/1.0\r\nCSeq: 3\r\nSession: \(session)\r\n\r\n")
-        #expect(client.status() == 200)
+        #expect(client.startPublishing(node.url("live/rr_1")).statuses == [200, 200, 200])
         // 20 packets with sequence numbers 10 and 11 missing.
         var packetizer = H264Packetizer(ssrc: 0xCAFE, initialSequence: 0)
         for index in 0..<22 {
@@ -181,15 +173,12 @@ import Testing
     @Test func sessionsTimeOutAndEndThePublish() throws {
         let node = try TestNode(sessionTimeout: 2)
         let client = try RawRTSPClient(port: node.port)
-        let sdp = "v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=x\r\nt=0 0\r\nm=video 0 RTP/AVP 96\r\na=rtpmap:96 H264/90000\r\na=control:streamid=0\r\n"
-        client.send("ANNOUNCE \(node.url("live/quiet_1")) RTSP/1.0\r\nCSeq: 1\r\nContent-Type: application/sdp\r\nContent-Length: \(sdp.utf8.count)\r\n\r\n\(sdp)")
-        #expect(client.status() == 200)
+        #expect(client.announce(node.url("live/quiet_1")).hasPrefix("RTSP/1.0 200"))
         #expect(node.service.sessionCount == 1)
         Thread.sleep(forTimeInterval: 4)
         #expect(node.service.sessionCount == 0)
         // The path is free again for a new publisher.
         let again = try RawRTSPClient(port: node.port)
-        again.send("ANNOUNCE \(node.url("live/quiet_1")) RTSP/1.0\r\nCSeq: 1\r\nContent-Type: application/sdp\r\nContent-Length: \(sdp.utf8.count)\r\n\r\n\(sdp)")
-        #expect(again.status() == 200)
+        #expect(again.announce(node.url("live/quiet_1")).hasPrefix("RTSP/1.0 200"))
     }
 }

@@ -63,6 +63,31 @@ final class RawRTSPClient {
         return data
     }
 
+    /// A minimal H.264 stream description, as a publisher announces it.
+    static let videoSDP = "v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=x\r\nt=0 0\r\nm=video 0 RTP/AVP 96\r\na=rtpmap:96 H264/90000\r\na=control:streamid=0\r\n"
+
+    /// The `Session:` id in a response, without its timeout.
+    static func sessionID(in response: String) -> String {
+        response.split(separator: "\r\n").first { $0.hasPrefix("Session:") }
+            .map { String($0.dropFirst(8).split(separator: ";")[0]).trimmingCharacters(in: .whitespaces) } ?? ""
+    }
+
+    func announce(_ url: String, sdp: String = RawRTSPClient.videoSDP) -> String {
+        send("ANNOUNCE \(url) RTSP/1.0\r\nCSeq: 1\r\nContent-Type: application/sdp\r\nContent-Length: \(sdp.utf8.count)\r\n\r\n\(sdp)")
+        return receiveResponse()
+    }
+
+    /// ANNOUNCE, SETUP of track 0 over TCP (interleaved 0-1) and RECORD, as a publisher; returns the
+    /// session id and every status, in order.
+    func startPublishing(_ url: String) -> (session: String, statuses: [Int?]) {
+        let announced = announce(url)
+        let session = Self.sessionID(in: announced)
+        send("SETUP \(url)/streamid=0 RTSP/1.0\r\nCSeq: 2\r\nSession: \(session)\r\nTransport: RTP/AVP/TCP;unicast;interleaved=0-1;mode=record\r\n\r\n")
+        let setup = status()
+        send("RECORD \(url) RTSP/1.0\r\nCSeq: 3\r\nSession: \(session)\r\n\r\n")
+        return (session, [Int(announced.dropFirst(9).prefix(3)), setup, status()])
+    }
+
     /// The status code of the next response, or nil when the server closed the connection.
     func status() -> Int? {
         let response = receiveResponse()
