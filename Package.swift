@@ -13,6 +13,12 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/vapor/jwt-kit", from: "5.7.1"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         .systemLibrary(
@@ -44,6 +50,20 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
+        // The HTTP API a stream manager calls, its authentication and the SQLite store.
+        .target(
+            name: "ControlPlane",
+            dependencies: [
+                "LiveNode", "RTSPServer", "Transcoder", "MediaCore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .target(
             name: "FFmpegBridge",
             dependencies: ["CFFmpeg", "MediaCore"]
@@ -58,8 +78,9 @@ let package = Package(
         .executableTarget(
             name: "abr-worker",
             dependencies: [
-                "Transcoder", "MediaCore", "RTSPServer", "LiveNode",
+                "Transcoder", "MediaCore", "RTSPServer", "LiveNode", "ControlPlane",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -78,6 +99,12 @@ let package = Package(
             name: "RTSPServerTests",
             dependencies: ["RTSPServer", "RTSP", "MediaCore", "Transcoder", "LiveNode", "TestSupport",
                            .product(name: "NIOCore", package: "swift-nio")]
+        ),
+        .testTarget(
+            name: "ControlPlaneTests",
+            dependencies: ["ControlPlane", "LiveNode", "MediaCore", "TestSupport",
+                           .product(name: "HummingbirdTesting", package: "hummingbird"),
+                           .product(name: "JWTKit", package: "jwt-kit")]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -21,6 +21,9 @@ public final class LiveNode: PublishPolicy, Sendable {
         public var hlsWindow = 6
         /// `rtsp://host:port` of an origin every variant is also pushed to.
         public var origin: String?
+        /// Asked before a publisher starts or resumes a ladder's job; a reason refuses the
+        /// publish with 503 (the node would fall behind real time with it).
+        public var admission: (@Sendable (Ladder) -> String?)?
         public init(dataDirectory: URL) {
             self.dataDirectory = dataDirectory
         }
@@ -132,6 +135,10 @@ public final class LiveNode: PublishPolicy, Sendable {
             let job = job(for: ladder)
             guard job.acceptsPublisher else {
                 return .refuse(status: 403, reason: "\(request.path) already has a publisher")
+            }
+            if let refusal = configuration.admission?(ladder) {
+                logger.warning("publish refused: \(refusal)", metadata: ["stream.guid": "\(ladder.streamGuid)"])
+                return .refuse(status: 503, reason: refusal)
             }
             return .accept(JobPublishSink(job: job, request: request, logger: logger))
         }

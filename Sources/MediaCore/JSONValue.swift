@@ -307,3 +307,56 @@ public struct JSONReader {
         return .number(value)
     }
 }
+
+extension JSONValue {
+    /// Compact JSON text, keys in document order: how a stored provision is given back as it came.
+    public var jsonText: String {
+        var text = ""
+        write(into: &text)
+        return text
+    }
+
+    private func write(into text: inout String) {
+        switch self {
+        case .null: text += "null"
+        case let .bool(b): text += b ? "true" : "false"
+        case let .integer(i): text += String(i)
+        case let .number(d): text += d.isFinite ? "\(d)" : "null"
+        case let .string(s): Self.writeString(s, into: &text)
+        case let .array(elements):
+            text += "["
+            for (index, element) in elements.enumerated() {
+                if index > 0 { text += "," }
+                element.write(into: &text)
+            }
+            text += "]"
+        case let .object(members):
+            text += "{"
+            for (index, member) in members.enumerated() {
+                if index > 0 { text += "," }
+                Self.writeString(member.key, into: &text)
+                text += ":"
+                member.value.write(into: &text)
+            }
+            text += "}"
+        }
+    }
+
+    private static func writeString(_ string: String, into text: inout String) {
+        text += "\""
+        for scalar in string.unicodeScalars {
+            switch scalar {
+            case "\"": text += "\\\""
+            case "\\": text += "\\\\"
+            case "\n": text += "\\n"
+            case "\r": text += "\\r"
+            case "\t": text += "\\t"
+            case _ where scalar.value < 0x20:
+                let hex = String(scalar.value, radix: 16)
+                text += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            default: text.unicodeScalars.append(scalar)
+            }
+        }
+        text += "\""
+    }
+}

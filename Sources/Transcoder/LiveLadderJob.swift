@@ -3,6 +3,7 @@ import Foundation
 import FFmpegBridge
 import Logging
 import MediaCore
+import Synchronization
 
 /// A live ladder: the same engine as `LadderJob`, fed by publishers instead of a file, running for
 /// as long as the stream is provisioned and published.
@@ -47,6 +48,8 @@ public final class LiveLadderJob: @unchecked Sendable {
         /// Latency this variant adds from a picture's arrival to its sending, milliseconds.
         public var latencyP50: Double?
         public var latencyP99: Double?
+        /// Seconds this variant's queue has spent scaling and encoding: the capacity estimate's input.
+        public var busySeconds: Double
     }
 
     public struct Status: Sendable, Codable {
@@ -57,6 +60,8 @@ public final class LiveLadderJob: @unchecked Sendable {
         public var sourceWidth: Int?
         public var sourceHeight: Int?
         public var sourceFrameRate: Double?
+        /// The publisher's video as an RFC 6381 CODECS string (`avc1.64001f`).
+        public var sourceCodecs: String?
         public var droppedAtIngest: Int
         public var variants: [VariantStatus]
     }
@@ -84,9 +89,12 @@ public final class LiveLadderJob: @unchecked Sendable {
         var stopRequested = false
         var graceDeadline: Date?
         var events: [Event] = []
-        var sourceFormat: (width: Int, height: Int, frameRate: Double?)?
+        var sourceFormat: (width: Int, height: Int, frameRate: Double?, codecs: String?)?
         var droppedAtIngest = 0
-        var started = DispatchTime.now()
+        /// Seconds spent running before the current publisher, and when it started: rates are
+        /// per second of publishing, not of waiting.
+        var publishedSeconds = 0.0
+        var runningSince: DispatchTime?
     }
 
     // Job thread only.
@@ -98,8 +106,16 @@ public final class LiveLadderJob: @unchecked Sendable {
     private var timelineEnd = 0.0
     private var decoderThreads = 1
     private var lastHints: BandwidthHints?
+    /// The rate the encoders were opened with (the publisher's, or a plausible one when its SDP
+    /// has none): stable, unlike a measured rate, so hints only change when measurements do.
+    private let outputFrameRate = Atomic<Double>(0)
     private var thread: Thread?
     private let arrivals = ArrivalTimes()
+
+    /// A variant's media playlist, relative to `hlsDirectory`.
+    public static func variantPlaylistPath(ladder: Ladder, level: Int) -> String {
+        "\(ladder.name)_\(level)/\(HLSVariantWriter.playlistName)"
+    }
 
     /// Events kept for the control plane; older ones are dropped.
     public static let maximumEvents = 1000
@@ -182,10 +198,10 @@ public final class LiveLadderJob: @unchecked Sendable {
     }
 
     public var status: Status {
-        let (state, publisher, since, format, dropped, started) = withShared {
-            ($0.state, $0.publisher, $0.publisherSince, $0.sourceFormat, $0.droppedAtIngest + ($0.currentSource?.droppedFrames ?? 0), $0.started)
+        let (state, publisher, since, format, dropped, elapsed) = withShared {
+            ($0.state, $0.publisher, $0.publisherSince, $0.sourceFormat, $0.droppedAtIngest + ($0.currentSource?.droppedFrames ?? 0),
+             $0.publishedSeconds + ($0.runningSince.map(Self.seconds(since:)) ?? 0))
         }
-        let elapsed = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
         let variants = pipelineSnapshot.map { pipeline -> VariantStatus in
             let s = pipeline.statistics
             return VariantStatus(streamGuid: pipeline.variant.streamGuid, abrLevel: pipeline.variant.level, width: pipeline.variant.width,
@@ -193,11 +209,21 @@ public final class LiveLadderJob: @unchecked Sendable {
                                  framesOut: s.framesOut, droppedFrames: s.dropped,
                                  fps: elapsed > 0 ? (Double(s.framesOut) / elapsed * 10).rounded() / 10 : 0,
                                  averageBitRate: s.averageBitRate, peakBitRate: s.peakBitRate,
-                                 latencyP50: s.latencyP50, latencyP99: s.latencyP99)
+                                 latencyP50: s.latencyP50, latencyP99: s.latencyP99, busySeconds: s.busySeconds)
         }
         return Status(streamGuid: ladder.streamGuid, state: state, publisher: publisher, publisherSince: since,
-                      sourceWidth: format?.width, sourceHeight: format?.height, sourceFrameRate: format?.frameRate,
-                      droppedAtIngest: dropped, variants: variants)
+                      sourceWidth: format?.width, sourceHeight: format?.height, sourceFrameRate: format?.frameRate ?? measuredFrameRate(variants, elapsed: elapsed),
+                      sourceCodecs: format?.codecs, droppedAtIngest: dropped, variants: variants)
+    }
+
+    private static func seconds(since start: DispatchTime) -> Double {
+        Double(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e9
+    }
+
+    /// Publishers over RTSP rarely declare a frame rate: the top variant's input rate stands in.
+    private func measuredFrameRate(_ variants: [VariantStatus], elapsed: Double) -> Double? {
+        guard elapsed >= 1, let top = variants.first(where: { $0.abrLevel == ladder.top.level }), top.framesIn > 0 else { return nil }
+        return (Double(top.framesIn) / elapsed * 100).rounded() / 100
     }
 
     /// The current hints (declared until measured).
@@ -230,8 +256,11 @@ public final class LiveLadderJob: @unchecked Sendable {
             shared.state = .running
             shared.publisher = publisher
             shared.publisherSince = Date().timeIntervalSince1970
+            shared.runningSince = .now()
             if let video = source.bestVideoStream {
-                shared.sourceFormat = (video.width, video.height, video.frameRate.isValid ? video.frameRate.doubleValue : nil)
+                let sps = H264.parameterSets(fromExtradata: video.parameters.extradata).sps.first
+                shared.sourceFormat = (video.width, video.height, video.frameRate.isValid ? video.frameRate.doubleValue : nil,
+                                       sps.flatMap { H264.codecString(sps: $0) })
             }
             condition.broadcast()
             condition.unlock()
@@ -249,6 +278,8 @@ public final class LiveLadderJob: @unchecked Sendable {
             shared.droppedAtIngest += source.droppedFrames
             shared.currentSource = nil
             shared.publisher = nil
+            shared.publishedSeconds += shared.runningSince.map(Self.seconds(since:)) ?? 0
+            shared.runningSince = nil
             if shared.stopRequested {
                 condition.unlock()
                 finish(reason: "stopped")
@@ -307,6 +338,7 @@ public final class LiveLadderJob: @unchecked Sendable {
         topExtradata = video.parameters.extradata
         grid = KeyframeGrid(mode: passthroughTop ? .followSource(minimumSegment: options.keyframeInterval) : .interval(options.keyframeInterval))
         let frameRate = LadderJob.plausibleFrameRate(video.frameRate)
+        outputFrameRate.store(frameRate, ordering: .relaxed)
         let encoded = ladder.variants.filter { !(passthroughTop && $0.level == 1) }
         let threads = ThreadPlan.make(cores: ProcessInfo.processInfo.activeProcessorCount, encoded: encoded, override: options.threads)
         decoderThreads = threads.decoderThreads
@@ -353,7 +385,7 @@ public final class LiveLadderJob: @unchecked Sendable {
         guard hints != lastHints else { return }
         lastHints = hints
         let master = HLSMasterPlaylist(entries: hints.variants.map {
-            HLSMasterPlaylist.Entry(uri: "\(ladder.name)_\($0.abrLevel)/\(HLSVariantWriter.playlistName)", bandwidth: $0.peakBitRate,
+            HLSMasterPlaylist.Entry(uri: Self.variantPlaylistPath(ladder: ladder, level: $0.abrLevel), bandwidth: $0.peakBitRate,
                                     averageBandwidth: $0.averageBitRate, width: $0.width, height: $0.height, frameRate: $0.frameRate,
                                     codecs: $0.codecs)
         })
@@ -369,7 +401,7 @@ public final class LiveLadderJob: @unchecked Sendable {
 
     /// Declared figures stand in until a variant has measured segments.
     private func makeHints(_ pipelines: [VariantPipeline]) -> BandwidthHints {
-        let frameRate = withShared { $0.sourceFormat?.frameRate } ?? 0
+        let frameRate = withShared { $0.sourceFormat?.frameRate } ?? outputFrameRate.load(ordering: .relaxed)
         let variants = ladder.variants.map { variant -> BandwidthHints.VariantHint in
             let pipeline = pipelines.first { $0.variant.level == variant.level }
             let s = pipeline?.statistics

@@ -13,17 +13,21 @@ enum ExitStatus: Int32 {
 }
 
 @main
-struct AbrWorker: ParsableCommand {
+struct AbrWorker: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "abr-worker",
         abstract: "Live ABR transcoding worker: one top variant in, a whole ladder out.",
         subcommands: [Transcode.self, Validate.self, Serve.self])
 
     /// ArgumentParser exits 64 on bad usage; this tool promises 2 for bad arguments or provisions.
-    static func main() {
+    static func main() async {
         do {
             var command = try parseAsRoot()
-            try command.run()
+            if var asynchronous = command as? AsyncParsableCommand {
+                try await asynchronous.run()
+            } else {
+                try command.run()
+            }
         } catch {
             exit(status(for: error))
         }

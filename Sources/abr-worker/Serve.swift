@@ -1,31 +1,45 @@
 import ArgumentParser
+import ControlPlane
 import FFmpegBridge
-import Dispatch
 import Foundation
 import LiveNode
 import Logging
 import MediaCore
+import Metrics
+import Prometheus
 import RTSPServer
+import ServiceLifecycle
 import Transcoder
 
-struct Serve: ParsableCommand {
+struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Run the live node: RTSP publish and play, live ladders for provisioned streams, live HLS.")
+        abstract: "Run the node: RTSP publish and play, live ladders for provisioned streams, live HLS, and the HTTP control plane.",
+        discussion: """
+        Environment: ABR_WORKER_ADMIN_USER (default admin), ABR_WORKER_ADMIN_PASSWORD and ABR_WORKER_JWT_SECRET \
+        (generated on first start, printed once, kept in DATA_DIR/credentials.json), ABR_WORKER_SM1_ACCESS_TOKEN \
+        (turns on the Stream Manager 1.0 meta API).
+        """)
 
-    @Option(help: "Address to listen on.")
+    @Option(help: "Address to listen on (RTSP and HTTP).")
     var host = "127.0.0.1"
 
-    @Option(help: "RTSP port for publishers and players.")
+    @Option(help: "RTSP port for publishers and players; 0 picks a free one.")
     var rtspPort = 8554
+
+    @Option(help: "HTTP port of the control plane, HLS and status page; 0 picks a free one.")
+    var httpPort = 5080
 
     @Option(help: "Server RTP port for UDP transport (RTCP is the next one); 0 picks a free pair.")
     var rtpPort = 0
 
-    @Option(help: "Data directory: live HLS under DATA_DIR/hls/<top guid>/.")
+    @Option(help: "Data directory: the SQLite store, credentials, live HLS under DATA_DIR/hls/<top guid>/.")
     var dataDir = "./data"
 
-    @Option(help: "Provision file to load at start (Stream Manager 2.0 or 1.0); repeatable.")
+    @Option(help: "Provision file to load at start (Stream Manager 2.0 or 1.0) unless already stored; repeatable.")
     var provision: [String] = []
+
+    @Option(help: "Publish this media file to the first provision's top variant in a loop with ffmpeg (a demo publisher).")
+    var publishLoop: String?
 
     @Option(help: "Seconds a job waits for its publisher to come back before it ends.")
     var grace: Double = 30
@@ -38,75 +52,236 @@ struct Serve: ParsableCommand {
     @Flag(help: "Relay publishes to streams that are not provisioned, as a single variant.")
     var allowUnprovisioned = false
 
+    @Option(help: "Cores the node may fill with encoding (default: all of them).")
+    var capacityCores: Double?
+
+    @Option(help: "Fraction of the capacity cores in use at which publishes are refused.")
+    var maxLoad = 0.85
+
+    @Option(help: "Lifetime of issued API tokens, seconds.")
+    var tokenLifetime = 3600.0
+
     @Option(help: "Seconds between status lines in the log (0: none).")
     var statusInterval: Double = 10
 
     func validate() throws {
         guard grace >= 0, grace <= 3600 else { throw ValidationError("--grace must be 0 to 3600 seconds (got \(grace))") }
-        guard (1...65535).contains(rtspPort) || rtspPort == 0 else { throw ValidationError("--rtsp-port must be 0 to 65535 (got \(rtspPort))") }
+        for (name, port) in [("--rtsp-port", rtspPort), ("--http-port", httpPort)] where !(0...65535).contains(port) {
+            throw ValidationError("\(name) must be 0 to 65535 (got \(port))")
+        }
         if let origin, OriginPusher.hostAndPort(origin) == nil {
             throw ValidationError("--origin must be rtsp://host[:port] (got \(origin))")
         }
+        if let capacityCores, !(capacityCores > 0) { throw ValidationError("--capacity-cores must be above 0 (got \(capacityCores))") }
+        guard maxLoad > 0, maxLoad <= 1 else { throw ValidationError("--max-load must be above 0 and at most 1 (got \(maxLoad))") }
+        guard tokenLifetime >= 10 else { throw ValidationError("--token-lifetime must be at least 10 seconds (got \(tokenLifetime))") }
+        if let publishLoop, !FileManager.default.isReadableFile(atPath: publishLoop) {
+            throw ValidationError("--publish-loop: cannot read \(publishLoop)")
+        }
     }
 
-    func run() throws {
+    func run() async throws {
         LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
         FFmpegLibrary.setLogLevel(.error)
+        let metrics = NodeMetrics()
+        // HTTP request metrics from Hummingbird land in the same registry as the node's gauges.
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: metrics.registry))
         let logger = Logger(label: "abr.serve")
-        let ladders = try provision.map { try loadLadder(path: $0, streamGuid: nil) }
-        var nodeConfiguration = LiveNode.Configuration(dataDirectory: URL(fileURLWithPath: dataDir))
+        let dataDirectory = URL(fileURLWithPath: dataDir)
+        let ladders = try provision.map { (path: $0, ladder: try loadLadder(path: $0, streamGuid: nil)) }
+
+        let environment = ProcessInfo.processInfo.environment
+        let credentials: NodeCredentials
+        let store: NodeStore
+        do {
+            credentials = try NodeCredentials.load(environment: environment, dataDirectory: dataDirectory)
+            store = try NodeStore(directory: dataDirectory)
+        } catch {
+            throw CLIError(message: "cannot use the data directory \(dataDirectory.path): \(error)", status: .failure)
+        }
+        var configuration = ControlPlane.Configuration(credentials: credentials)
+        configuration.tokenLifetime = tokenLifetime
+        configuration.sm1AccessToken = environment["ABR_WORKER_SM1_ACCESS_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
+        configuration.capacity = CapacityMonitor.Configuration(cores: capacityCores ?? Double(ProcessInfo.processInfo.activeProcessorCount))
+        configuration.capacity.maximumLoad = maxLoad
+        var nodeConfiguration = LiveNode.Configuration(dataDirectory: dataDirectory)
         nodeConfiguration.grace = grace
         nodeConfiguration.allowUnprovisioned = allowUnprovisioned
         nodeConfiguration.origin = origin
         nodeConfiguration.transcode = encoding.transcodeOptions()
         let registry = StreamRegistry()
-        let node = LiveNode(configuration: nodeConfiguration, registry: registry)
-        for ladder in ladders {
-            do {
-                try node.provision(ladder)
-            } catch {
-                throw CLIError(message: "\(ladder.streamGuid) is provisioned twice", status: .invalidProvisionOrArguments)
+        let plane = await ControlPlane(configuration: configuration, nodeConfiguration: nodeConfiguration, registry: registry,
+                                       store: store, metrics: metrics)
+
+        let restored = try plane.provisions.restore()
+        if !restored.restored.isEmpty { logger.info("provisions restored from the store", metadata: ["streams": "\(restored.restored)"]) }
+        for problem in restored.problems { logger.error("stored provision no longer valid, left in the store: \(problem)") }
+        for (path, ladder) in ladders {
+            guard plane.node.ladder(ladder.streamGuid) == nil else {
+                logger.info("\(ladder.streamGuid) from \(path) is already provisioned (kept from the store)")
+                continue
             }
+            try storeProvisionFile(path: path, ladder: ladder, book: plane.provisions)
         }
+
         var rtsp = RTSPService.Configuration()
         rtsp.host = host
         rtsp.port = rtspPort
         rtsp.rtpPort = rtpPort
-        let service = RTSPService(configuration: rtsp, registry: registry, policy: node)
-        let port: Int
+        let rtspService = RTSPService(configuration: rtsp, registry: registry, policy: plane.node)
+        let rtspPort: Int
         do {
-            port = try service.start()
+            rtspPort = try rtspService.start()
         } catch {
-            throw CLIError(message: "cannot listen on \(host):\(rtspPort): \(error)", status: .failure)
+            throw CLIError(message: "cannot listen for RTSP on \(host):\(self.rtspPort): \(error)", status: .failure)
         }
-        print("RTSP: rtsp://\(host):\(port)/<stream guid>   HLS: \(dataDir)/hls/<top guid>/master.m3u8")
-        for ladder in ladders {
-            print("  publish \(ladder.top.streamGuid) to rtsp://\(host):\(port)/\(ladder.top.streamGuid); play " +
-                  ladder.variants.map { "rtsp://\(host):\(port)/\($0.streamGuid)" }.joined(separator: " "))
+        let rtspBase = "rtsp://\(host):\(rtspPort)"
+        plane.setReady(true, rtspBase: rtspBase)
+
+        if !credentials.generated.isEmpty {
+            var lines = ["Generated and kept in \(NodeCredentials.fileURL(in: dataDirectory).path) (shown once):"]
+            if credentials.generated.contains("ABR_WORKER_ADMIN_PASSWORD") {
+                lines.append("  admin user \(credentials.adminUser), password \(credentials.adminPassword)")
+            }
+            if credentials.generated.contains("ABR_WORKER_JWT_SECRET") { lines.append("  JWT signing secret generated") }
+            FileHandle.standardOutput.write(Data((lines.joined(separator: "\n") + "\n").utf8))
+        }
+        let host = host
+        let publishTarget = publishLoop.flatMap { file in plane.node.ladders.first.map { (file, "\(rtspBase)/\($0.top.streamGuid)") } }
+        let http = HTTPAPI.makeApplication(plane, host: host, port: httpPort) { port in
+            let base = "http://\(host):\(port)"
+            var lines = ["HTTP: \(base)/  (status page)   API: \(base)/as/v1/...   metrics: \(base)/metrics",
+                         "RTSP: \(rtspBase)/<stream guid>"]
+            for ladder in plane.node.ladders {
+                lines.append("  \(ladder.streamGuid): publish to \(rtspBase)/\(ladder.top.streamGuid)")
+                lines.append("    HLS: \(base)/hls/\(ladder.streamGuid)/master.m3u8")
+                lines.append("    RTSP: " + ladder.variants.map { "\(rtspBase)/\($0.streamGuid)" }.joined(separator: " "))
+            }
+            // Unbuffered: scripts and tests read the ports from here while the node runs.
+            FileHandle.standardOutput.write(Data((lines.joined(separator: "\n") + "\n").utf8))
         }
 
-        let status = statusInterval > 0 ? DispatchSource.makeTimerSource(queue: .global()) : nil
-        status?.schedule(deadline: .now() + statusInterval, repeating: statusInterval)
-        status?.setEventHandler {
-            for job in node.jobs {
-                let s = job.status
-                let variants = s.variants.map { v in
-                    let latency = v.latencyP50.map { String(format: " %.0f/%.0fms", $0, v.latencyP99 ?? 0) } ?? ""
-                    return "L\(v.abrLevel) \(v.framesOut)f \(v.droppedFrames)d \(v.averageBitRate / 1000)k\(latency)"
-                }
-                logger.info("job \(s.streamGuid) \(s.state.rawValue): \(variants.joined(separator: " | "))",
-                            metadata: ["players": "\(s.variants.map { registry.existingStream($0.streamGuid)?.playerCount ?? 0 })"])
+        var services: [any Service] = [
+            StoreService(store: store, logger: logger),
+            NodeService(plane: plane, rtsp: rtspService, statusInterval: statusInterval, logger: logger),
+            http,
+        ]
+        if let (file, url) = publishTarget {
+            services.append(LoopPublisher(file: file, url: url, logger: logger))
+        }
+        // Shutdown runs backwards: the demo publisher stops, HTTP stops taking requests, jobs
+        // finish (segments, playlists, sessions), and last the store is flushed and closed.
+        let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
+    }
+
+    /// A provision file given with `--provision` is stored like one posted to the API.
+    private func storeProvisionFile(path: String, ladder: Ladder, book: ProvisionBook) throws {
+        do {
+            let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
+            let document = try JSONReader.parse(bytes)
+            switch document {
+            case .object where document["meta"] != nil:
+                _ = try book.add(streamManager1: bytes, streamGuid: ladder.streamGuid)
+            case .object:
+                _ = try book.add(streamManager2: Array(JSONValue.array([document]).jsonText.utf8), nodeGroup: "default")
+            default:
+                _ = try book.add(streamManager2: bytes, nodeGroup: "default")
+            }
+        } catch {
+            throw CLIError(message: "cannot provision \(path): \(error)", status: .invalidProvisionOrArguments)
+        }
+    }
+}
+
+/// Keeps the store open while the node runs; closes it (events flushed, WAL checkpointed) last.
+struct StoreService: Service {
+    let store: NodeStore
+    let logger: Logger
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        do {
+            try store.close()
+        } catch {
+            logger.error("closing the store: \(error)")
+        }
+    }
+}
+
+/// The RTSP server and the live node: drained on shutdown so every job ends its playlists and
+/// players are told, then the sockets close. Logs a status line per job now and then.
+struct NodeService: Service {
+    let plane: ControlPlane
+    let rtsp: RTSPService
+    let statusInterval: Double
+    let logger: Logger
+
+    func run() async throws {
+        await withGracefulShutdownHandler {
+            while !Task.isCancelled && !Task.isShuttingDownGracefully {
+                try? await Task.sleep(for: .seconds(statusInterval > 0 ? statusInterval : 3600))
+                guard statusInterval > 0, !Task.isShuttingDownGracefully else { continue }
+                logStatus()
+            }
+        } onGracefulShutdown: {}
+        logger.info("shutting down: finishing jobs")
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global().async {
+                plane.drain()
+                rtsp.shutdown()
+                done.resume()
             }
         }
-        status?.resume()
+    }
 
-        let done = DispatchSemaphore(value: 0)
-        let sources = onTerminationSignal { done.signal() }
-        done.wait()
-        sources.forEach { $0.cancel() }
-        status?.cancel()
-        logger.info("shutting down: finishing jobs")
-        node.shutdown()
-        service.shutdown()
+    private func logStatus() {
+        for view in plane.jobViews() {
+            let variants = view.variants.map { v in
+                let latency = v.latencyP50Ms.map { String(format: " %.0f/%.0fms", $0, v.latencyP99Ms ?? 0) } ?? ""
+                return "L\(v.abrLevel) \(v.framesOut)f \(v.droppedFrames)d \(v.averageBitRate / 1000)k \(v.players)p\(latency)"
+            }
+            logger.info("job \(view.streamGuid) \(view.state): \(variants.joined(separator: " | "))")
+        }
+    }
+}
+
+/// `--publish-loop`: ffmpeg publishing a file to the node in a loop, restarted if it stops.
+struct LoopPublisher: Service {
+    let file: String
+    let url: String
+    let logger: Logger
+
+    func run() async throws {
+        while !Task.isShuttingDownGracefully && !Task.isCancelled {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["ffmpeg", "-hide_banner", "-loglevel", "error", "-re", "-stream_loop", "-1", "-i", file,
+                                 "-c", "copy", "-f", "rtsp", "-rtsp_transport", "tcp", url]
+            process.standardInput = FileHandle.nullDevice
+            do {
+                try process.run()
+            } catch {
+                logger.error("cannot start ffmpeg for --publish-loop: \(error)")
+                return
+            }
+            logger.info("publishing \(file) to \(url) in a loop")
+            await withGracefulShutdownHandler {
+                while process.isRunning && !Task.isShuttingDownGracefully {
+                    try? await Task.sleep(for: .milliseconds(200))
+                }
+            } onGracefulShutdown: {
+                process.interrupt()
+            }
+            if process.isRunning {
+                process.interrupt()
+                for _ in 0..<25 where process.isRunning { try? await Task.sleep(for: .milliseconds(200)) }
+                if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+                return
+            }
+            if Task.isShuttingDownGracefully { return }
+            logger.warning("the loop publisher stopped (status \(process.terminationStatus)); restarting in 2 s")
+            try? await Task.sleep(for: .seconds(2))
+        }
     }
 }

@@ -118,6 +118,13 @@ func provisionFixture(_ name: String) throws -> Data {
         #expect(value["e"] == .array([.null]))
     }
 
+    @Test func writesBackWhatItRead() throws {
+        let text = #"{"b":[1,2.5,true,null],"a":"q\"\\\n\u0001é😀","c":{}}"#
+        let value = try JSONReader.parse(text)
+        #expect(value.jsonText == text)
+        #expect(try JSONReader.parse(value.jsonText) == value)
+    }
+
     @Test func locatesSyntaxErrors() {
         let error = #expect(throws: JSONSyntaxError.self) { try JSONReader.parse("{\n  \"a\": 1,\n  \"b\" 2\n}") }
         #expect(error?.line == 3)

@@ -1,0 +1,180 @@
+import Foundation
+import Logging
+import LiveNode
+import MediaCore
+import RTSPServer
+import Synchronization
+import Transcoder
+
+/// The node as a stream manager sees it: provisions (validated, stored, handed to the live
+/// node), jobs and their figures, hints, events, capacity and metrics. `HTTPAPI` puts it on
+/// HTTP; everything here is testable without a socket.
+public final class ControlPlane: Sendable {
+    public struct Configuration: Sendable {
+        public var credentials: NodeCredentials
+        public var tokenLifetime: TimeInterval = 3600
+        /// Stream Manager 1.0's `accessToken`; the 1.0 API is off when nil.
+        public var sm1AccessToken: String?
+        public var capacity = CapacityMonitor.Configuration()
+
+        public init(credentials: NodeCredentials) {
+            self.credentials = credentials
+        }
+    }
+
+    public let configuration: Configuration
+    public let store: NodeStore
+    public let node: LiveNode
+    public let registry: StreamRegistry
+    public let provisions: ProvisionBook
+    public let events: EventHub
+    public let capacity: CapacityMonitor
+    public let metrics: NodeMetrics
+    public let tokens: TokenAuthority
+    public let hlsFiles: HLSFiles
+    let logger: Logger
+    private let readiness = Atomic<Bool>(false)
+    /// `rtsp://host:port` once the RTSP server listens: links on the status page and in job views.
+    private let rtspBase = Mutex<String?>(nil)
+
+    public init(configuration: Configuration, nodeConfiguration: LiveNode.Configuration, registry: StreamRegistry,
+                store: NodeStore, metrics: NodeMetrics = NodeMetrics(), logger: Logger = Logger(label: "abr.control")) async {
+        self.configuration = configuration
+        self.store = store
+        self.registry = registry
+        self.metrics = metrics
+        self.logger = logger
+        let events = EventHub(store: store)
+        self.events = events
+        // The monitor reads the node's jobs and the node asks the monitor before each publish.
+        let nodeReference = Mutex<LiveNode?>(nil)
+        let capacity = CapacityMonitor(configuration: configuration.capacity) {
+            nodeReference.withLock { $0 }?.jobs.map(\.status) ?? []
+        }
+        self.capacity = capacity
+        var nodeConfiguration = nodeConfiguration
+        nodeConfiguration.admission = { capacity.admissionRefusal($0) }
+        let node = LiveNode(configuration: nodeConfiguration, registry: registry, logger: Logger(label: "abr.node")) { guid, event in
+            events.publish(streamGuid: guid, time: event.time, kind: event.kind, detail: event.detail)
+        }
+        nodeReference.withLock { $0 = node }
+        self.node = node
+        provisions = ProvisionBook(store: store, node: node)
+        tokens = await TokenAuthority(secret: configuration.credentials.jwtSecret, lifetime: configuration.tokenLifetime)
+        hlsFiles = HLSFiles(root: nodeConfiguration.dataDirectory.appendingPathComponent("hls"))
+    }
+
+    /// Ready: the RTSP server listens and the node takes publishers (false again while draining).
+    public var isReady: Bool { readiness.load(ordering: .relaxed) }
+    public func setReady(_ ready: Bool, rtspBase base: String? = nil) {
+        if let base { rtspBase.withLock { $0 = base } }
+        readiness.store(ready, ordering: .relaxed)
+    }
+    public var rtspBaseURL: String? { rtspBase.withLock { $0 } }
+
+    // MARK: Views
+
+    /// A job as `GET /v1/jobs` shows it.
+    public struct JobView: Codable, Sendable {
+        public struct Publisher: Codable, Sendable {
+            public var address: String
+            public var since: Double?
+            public var codecs: String?
+            public var width: Int?
+            public var height: Int?
+            public var fps: Double?
+        }
+
+        public struct VariantView: Codable, Sendable {
+            public var streamGuid: String
+            public var abrLevel: Int
+            public var width: Int
+            public var height: Int
+            public var declaredBitRate: Int
+            public var passthrough: Bool
+            public var framesIn: Int
+            public var framesOut: Int
+            public var droppedFrames: Int
+            public var fps: Double
+            public var averageBitRate: Int
+            public var peakBitRate: Int
+            public var players: Int
+            public var latencyP50Ms: Double?
+            public var latencyP99Ms: Double?
+            public var rtsp: String?
+            public var hls: String
+        }
+
+        public var streamGuid: String
+        public var state: String
+        public var publisher: Publisher?
+        public var droppedAtIngest: Int
+        public var hlsMaster: String
+        public var variants: [VariantView]
+        /// The job history from the store (detail views only).
+        public var history: [NodeStore.JobEvent]?
+    }
+
+    public func jobViews() -> [JobView] {
+        node.ladders.map { jobView($0, history: false) }
+    }
+
+    /// A job by its top guid or any of its variants' guids.
+    public func jobView(_ guid: String) -> JobView? {
+        ladder(containing: guid).map { jobView($0, history: true) }
+    }
+
+    public func ladder(containing guid: String) -> Ladder? {
+        node.ladder(guid) ?? node.ladders.first { $0.variants.contains { $0.streamGuid == guid } }
+    }
+
+    private func jobView(_ ladder: Ladder, history: Bool) -> JobView {
+        let status = node.job(ladder.streamGuid)?.status
+        let measured = Dictionary((status?.variants ?? []).map { ($0.abrLevel, $0) }, uniquingKeysWith: { a, _ in a })
+        let rtsp = rtspBaseURL
+        let variants = ladder.variants.map { variant -> JobView.VariantView in
+            let v = measured[variant.level]
+            return JobView.VariantView(
+                streamGuid: variant.streamGuid, abrLevel: variant.level, width: variant.width, height: variant.height,
+                declaredBitRate: variant.bitRate, passthrough: v?.passthrough ?? false, framesIn: v?.framesIn ?? 0,
+                framesOut: v?.framesOut ?? 0, droppedFrames: v?.droppedFrames ?? 0, fps: v?.fps ?? 0,
+                averageBitRate: v?.averageBitRate ?? 0, peakBitRate: v?.peakBitRate ?? 0,
+                players: registry.existingStream(variant.streamGuid)?.playerCount ?? 0,
+                latencyP50Ms: v?.latencyP50.map(roundedMilliseconds), latencyP99Ms: v?.latencyP99.map(roundedMilliseconds),
+                rtsp: rtsp.map { "\($0)/\(variant.streamGuid)" },
+                hls: "/hls/\(ladder.streamGuid)/\(LiveLadderJob.variantPlaylistPath(ladder: ladder, level: variant.level))")
+        }
+        let publisher = status?.publisher.map {
+            JobView.Publisher(address: $0, since: status?.publisherSince, codecs: status?.sourceCodecs, width: status?.sourceWidth,
+                              height: status?.sourceHeight, fps: status?.sourceFrameRate)
+        }
+        return JobView(streamGuid: ladder.streamGuid, state: status?.state.rawValue ?? "provisioned", publisher: publisher,
+                       droppedAtIngest: status?.droppedAtIngest ?? 0, hlsMaster: "/hls/\(ladder.streamGuid)/master.m3u8",
+                       variants: variants, history: history ? (try? store.history(ladder.streamGuid)) : nil)
+    }
+
+    /// The live hints (`abr.json`'s schema), declared figures until measured.
+    public func hints(_ guid: String) -> BandwidthHints? {
+        ladder(containing: guid).flatMap { node.job($0.streamGuid)?.hints }
+    }
+
+    public func capacitySnapshot() -> CapacityMonitor.Snapshot {
+        let waiting = node.jobs.filter { $0.state == .waitingForPublisher || $0.state == .interrupted }.map(\.ladder)
+        return capacity.snapshot(waiting: waiting)
+    }
+
+    public func metricsExposition() -> String {
+        metrics.exposition(statuses: node.jobs.map(\.status), capacity: capacitySnapshot(), provisions: node.ladders.count,
+                           registryOfStreams: registry, sseListeners: events.listenerCount)
+    }
+
+    /// Stops taking publishers, ends every job (current segments finished, playlists closed,
+    /// players torn down) and ends event streams.
+    public func drain() {
+        setReady(false)
+        node.shutdown()
+        events.finishAll()
+    }
+}
+
+private func roundedMilliseconds(_ value: Double) -> Double { (value * 10).rounded() / 10 }

@@ -1,0 +1,311 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import MediaCore
+import NIOCore
+import ServiceLifecycle
+
+/// The control plane on HTTP, shaped like Red5 Pro Stream Manager 2.0 (`/as/v1/...`) plus the
+/// node's own read-only views (`/v1/...`), HLS, metrics and a status page.
+///
+/// Errors are `{"error":{"message": ...}}` with the matching status; validation errors add
+/// `"problems": [{"path", "message"}]`. Only `/as/v1/streams/...` and the 1.0 meta API change
+/// anything, and only with a valid token.
+public enum HTTPAPI {
+    public static let maximumBodyBytes = 1 << 20
+
+    public static func makeRouter(_ plane: ControlPlane) -> Router<BasicRequestContext> {
+        let router = Router(context: BasicRequestContext.self)
+        // Request counts and durations per route pattern (bounded), when metrics are bootstrapped.
+        router.add(middleware: MetricsMiddleware())
+
+        // MARK: Stream Manager 2.0
+        router.put("/as/v1/auth/login") { request, _ in
+            guard let (user, password) = basicCredentials(request) else {
+                return error(.unauthorized, "send the admin user and password with HTTP Basic authentication", challenge: "Basic realm=\"abr-worker\"")
+            }
+            let credentials = plane.configuration.credentials
+            // Both compared, always: the time taken says nothing about which one was wrong.
+            let userMatches = constantTimeEquals(user, credentials.adminUser)
+            let passwordMatches = constantTimeEquals(password, credentials.adminPassword)
+            guard userMatches && passwordMatches else {
+                plane.logger.warning("login refused", metadata: ["user": "\(user)"])
+                return error(.unauthorized, "wrong user or password", challenge: "Basic realm=\"abr-worker\"")
+            }
+            let token = try await plane.tokens.issue(subject: user)
+            return json(["token": token, "expiresIn": "\(Int(plane.tokens.lifetime))"])
+        }
+
+        router.post("/as/v1/streams/provision/{nodeGroup}") { request, context in
+            if let refusal = await authorize(request, plane) { return refusal }
+            let nodeGroup = try nodeGroup(context)
+            let body = try await collectBody(request)
+            do {
+                let stored = try plane.provisions.add(streamManager2: body, nodeGroup: nodeGroup)
+                plane.logger.info("provisioned over HTTP", metadata: ["node.group": "\(nodeGroup)", "streams": "\(stored.map(\.streamGuid))"])
+                return rawJSON("[" + stored.map(\.document).joined(separator: ",") + "]", status: .created)
+            } catch {
+                return provisionFailure(error)
+            }
+        }
+
+        router.get("/as/v1/streams/provision/{nodeGroup}") { request, context in
+            if let refusal = await authorize(request, plane) { return refusal }
+            let stored = try plane.provisions.list(nodeGroup: try nodeGroup(context))
+            return rawJSON("[" + stored.map(\.document).joined(separator: ",") + "]")
+        }
+
+        router.get("/as/v1/streams/provision/{nodeGroup}/**") { request, context in
+            if let refusal = await authorize(request, plane) { return refusal }
+            let group = try nodeGroup(context)
+            let guid = catchAllGuid(context)
+            guard let stored = try plane.provisions.get(guid, nodeGroup: group) else {
+                return error(.notFound, "\(guid) is not provisioned in node group \(group)")
+            }
+            return rawJSON(stored.document)
+        }
+
+        router.delete("/as/v1/streams/provision/{nodeGroup}/**") { request, context in
+            if let refusal = await authorize(request, plane) { return refusal }
+            let group = try nodeGroup(context)
+            let guid = catchAllGuid(context)
+            do {
+                // Stopping a job waits for its last segment: off the event loop's threads.
+                let removed = try await offloaded { try plane.provisions.remove(guid, nodeGroup: group) }
+                plane.logger.info("provision removed over HTTP", metadata: ["stream.guid": "\(guid)"])
+                return rawJSON(removed.document)
+            } catch ProvisionBook.Failure.notFound {
+                return error(.notFound, "\(guid) is not provisioned in node group \(group)")
+            }
+        }
+
+        // MARK: Stream Manager 1.0
+        router.post("/streammanager/api/4.0/admin/event/meta/{app}/{stream}") { request, context in
+            let guid = try sm1Guid(request, context, plane)
+            if let refusal = guid.refusal { return refusal }
+            do {
+                let stored = try plane.provisions.add(streamManager1: try await collectBody(request), streamGuid: guid.value)
+                return rawJSON(stored.document, status: .created)
+            } catch {
+                return provisionFailure(error)
+            }
+        }
+        router.get("/streammanager/api/4.0/admin/event/meta/{app}/{stream}") { request, context in
+            let guid = try sm1Guid(request, context, plane)
+            if let refusal = guid.refusal { return refusal }
+            guard let stored = try plane.provisions.get(guid.value, nodeGroup: ProvisionBook.sm1NodeGroup) else {
+                return error(.notFound, "\(guid.value) has no Stream Manager 1.0 meta")
+            }
+            return rawJSON(stored.document)
+        }
+        router.delete("/streammanager/api/4.0/admin/event/meta/{app}/{stream}") { request, context in
+            let guid = try sm1Guid(request, context, plane)
+            if let refusal = guid.refusal { return refusal }
+            do {
+                let removed = try await offloaded { try plane.provisions.remove(guid.value, nodeGroup: ProvisionBook.sm1NodeGroup) }
+                return rawJSON(removed.document)
+            } catch ProvisionBook.Failure.notFound {
+                return error(.notFound, "\(guid.value) has no Stream Manager 1.0 meta")
+            }
+        }
+
+        // MARK: The node's own views
+        router.get("/v1/jobs") { _, _ in json(plane.jobViews()) }
+        router.get("/v1/jobs/**") { _, context in
+            let guid = catchAllGuid(context)
+            guard let view = plane.jobView(guid) else { return error(.notFound, "\(guid) is not provisioned") }
+            return json(view)
+        }
+        router.get("/v1/streams/**") { _, context in
+            var parts = context.parameters.getCatchAll().map { String($0).removingPercentEncoding ?? String($0) }
+            let what = parts.popLast() ?? ""
+            let guid = parts.joined(separator: "/")
+            guard plane.ladder(containing: guid) != nil else { return error(.notFound, "\(guid) is not provisioned") }
+            switch what {
+            case "abr":
+                guard let hints = plane.hints(guid) else { return error(.notFound, "\(guid) has no job") }
+                return json(hints)
+            case "events":
+                return eventStream(plane, ladderGuid: plane.ladder(containing: guid)!.streamGuid)
+            default:
+                return error(.notFound, "no such view: \(what) (try /v1/streams/\(guid)/abr or /events)")
+            }
+        }
+        router.get("/v1/capacity") { _, _ in json(plane.capacitySnapshot()) }
+        router.get("/health") { _, _ in json(["status": "ok"]) }
+        router.get("/ready") { _, _ in
+            plane.isReady ? json(["status": "ready"]) : error(.serviceUnavailable, "not ready: the RTSP server is not listening or the node is draining")
+        }
+        router.get("/metrics") { _, _ in
+            Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                     body: .init(byteBuffer: ByteBuffer(string: plane.metricsExposition())))
+        }
+        router.get("/") { _, _ in
+            Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-cache"],
+                     body: .init(byteBuffer: ByteBuffer(string: StatusPage.render(plane))))
+        }
+
+        // MARK: HLS, for players on any origin
+        let hls = router.group("hls").add(middleware: CORSMiddleware(allowOrigin: .all, allowHeaders: [.range, .accept, .origin],
+                                                                    allowMethods: [.get, .head, .options], maxAge: .seconds(3600)))
+        hls.get("**") { request, _ in
+            let prefix = "/hls/"
+            let raw = request.uri.path
+            guard raw.hasPrefix(prefix), let file = plane.hlsFiles.resolve(rawPath: raw.dropFirst(prefix.count)),
+                  let data = try? Data(contentsOf: file.url) else {
+                return error(.notFound, "no such HLS file")
+            }
+            return Response(status: .ok, headers: [.contentType: file.contentType, .cacheControl: file.cacheControl],
+                            body: .init(byteBuffer: ByteBuffer(bytes: data)))
+        }
+        return router
+    }
+
+    /// The HTTP server as a lifecycle service.
+    public static func makeApplication(_ plane: ControlPlane, host: String, port: Int,
+                                       onListening: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
+        Application(router: makeRouter(plane), configuration: .init(address: .hostname(host, port: port), serverName: "abr-worker"),
+                    onServerRunning: { channel in await onListening(channel.localAddress?.port ?? port) },
+                    logger: Logger(label: "abr.http"))
+    }
+
+    // MARK: Helpers
+
+    static func json(_ value: some Encodable, status: HTTPResponse.Status = .ok) -> Response {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let data = (try? encoder.encode(value)) ?? Data("{}".utf8)
+        return Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    static func rawJSON(_ text: String, status: HTTPResponse.Status = .ok) -> Response {
+        Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: text)))
+    }
+
+    struct ErrorBody: Encodable {
+        struct Detail: Encodable {
+            var message: String
+            var problems: [Problem]?
+        }
+
+        struct Problem: Encodable {
+            var path: String
+            var message: String
+        }
+
+        var error: Detail
+    }
+
+    static func error(_ status: HTTPResponse.Status, _ message: String, problems: [ProvisionProblem]? = nil, challenge: String? = nil) -> Response {
+        var response = json(ErrorBody(error: .init(message: message, problems: problems?.map { .init(path: $0.path, message: $0.message) })),
+                            status: status)
+        if let challenge { response.headers[.wwwAuthenticate] = challenge }
+        return response
+    }
+
+    static func provisionFailure(_ failure: Error) -> Response {
+        switch failure {
+        case let ProvisionBook.Failure.invalid(problems):
+            let summary = problems.count == 1 ? problems[0].description : "\(problems.count) problems: " + problems.map(\.description).joined(separator: "; ")
+            return error(.badRequest, summary, problems: problems)
+        case let ProvisionBook.Failure.alreadyProvisioned(guids):
+            return error(.conflict, "already provisioned: \(guids.joined(separator: ", ")) (DELETE it first)")
+        case let ProvisionBook.Failure.notFound(guid):
+            return error(.notFound, "\(guid) is not provisioned")
+        default:
+            return error(.internalServerError, "\(failure)")
+        }
+    }
+
+    static func basicCredentials(_ request: Request) -> (String, String)? {
+        guard let header = request.headers[.authorization], header.lowercased().hasPrefix("basic "),
+              let data = Data(base64Encoded: String(header.dropFirst(6)).trimmingCharacters(in: .whitespaces)),
+              let text = String(data: data, encoding: .utf8), let colon = text.firstIndex(of: ":") else { return nil }
+        return (String(text[..<colon]), String(text[text.index(after: colon)...]))
+    }
+
+    /// nil when the bearer token is valid; otherwise the 401 to send.
+    static func authorize(_ request: Request, _ plane: ControlPlane) async -> Response? {
+        guard let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer ") else {
+            return error(.unauthorized, "missing bearer token: log in with PUT /as/v1/auth/login and send Authorization: Bearer <token>",
+                         challenge: "Bearer")
+        }
+        let token = header.dropFirst(7).trimmingCharacters(in: .whitespaces)
+        switch await plane.tokens.verify(token) {
+        case .success: return nil
+        case let .failure(refusal):
+            plane.logger.warning("request refused: \(refusal.reason)", metadata: ["path": "\(request.uri.path)"])
+            return error(.unauthorized, refusal.reason, challenge: "Bearer error=\"invalid_token\"")
+        }
+    }
+
+    static func nodeGroup(_ context: BasicRequestContext) throws -> String {
+        let group = context.parameters.get("nodeGroup") ?? ""
+        guard ProvisionBook.isValidNodeGroup(group) else {
+            throw HTTPError(.badRequest, message: "node group must be 1 to 64 letters, digits, '.', '_' or '-' (got \(group))")
+        }
+        return group
+    }
+
+    /// Stream guids hold slashes (`live/stream1`): the rest of the path, decoded.
+    static func catchAllGuid(_ context: BasicRequestContext) -> String {
+        context.parameters.getCatchAll().map { String($0).removingPercentEncoding ?? String($0) }.joined(separator: "/")
+    }
+
+    static func sm1Guid(_ request: Request, _ context: BasicRequestContext, _ plane: ControlPlane) throws -> (value: String, refusal: Response?) {
+        let guid = "\(context.parameters.get("app") ?? "")/\(context.parameters.get("stream") ?? "")"
+        guard let expected = plane.configuration.sm1AccessToken else {
+            return (guid, error(.notFound, "the Stream Manager 1.0 API is off: set ABR_WORKER_SM1_ACCESS_TOKEN to turn it on"))
+        }
+        guard let given = request.uri.queryParameters.get("accessToken"), constantTimeEquals(given, expected) else {
+            return (guid, error(.unauthorized, "missing or wrong accessToken"))
+        }
+        return (guid, nil)
+    }
+
+    static func collectBody(_ request: Request) async throws -> [UInt8] {
+        do {
+            let buffer = try await request.body.collect(upTo: maximumBodyBytes)
+            return Array(buffer.readableBytesView)
+        } catch {
+            throw HTTPError(.contentTooLarge, message: "the body is larger than \(maximumBodyBytes) bytes")
+        }
+    }
+
+    /// Runs blocking work (waiting for a job to end) on a plain thread.
+    static func offloaded<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(with: Result { try work() }) }
+        }
+    }
+
+    /// Server-Sent Events: first the job's current state, then every event as it happens, with a
+    /// comment line every 15 s so proxies keep the stream open and a gone client is noticed.
+    static func eventStream(_ plane: ControlPlane, ladderGuid: String) -> Response {
+        let events = plane.events.listen(streamGuid: ladderGuid, keepalive: .seconds(15))
+        let state = plane.node.job(ladderGuid)?.state.rawValue ?? "provisioned"
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let initial = EventHub.Event(id: 0, streamGuid: ladderGuid, time: Date().timeIntervalSince1970, kind: "state", detail: state)
+        return Response(status: .ok, headers: [.contentType: "text/event-stream", .cacheControl: "no-cache"], body: .init { writer in
+            func frame(_ event: EventHub.Event) -> ByteBuffer {
+                if event.kind == EventHub.keepaliveKind { return ByteBuffer(string: ": keepalive\n\n") }
+                var data = (try? encoder.encode(event)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+                if event.kind == "hintsUpdated", let hints = plane.hints(ladderGuid), let encoded = try? encoder.encode(hints) {
+                    data = String(decoding: encoded, as: UTF8.self)
+                }
+                return ByteBuffer(string: (event.id > 0 ? "id: \(event.id)\n" : "") + "event: \(event.kind)\ndata: \(data)\n\n")
+            }
+            try await writer.write(ByteBuffer(string: "retry: 2000\n\n"))
+            try await writer.write(frame(initial))
+            // Draining the node ends every event stream, so open ones can't hold the server up.
+            try await withGracefulShutdownHandler {
+                for await event in events {
+                    try await writer.write(frame(event))
+                }
+            } onGracefulShutdown: { [events = plane.events] in events.finishAll() }
+            try await writer.finish(nil)
+        })
+    }
+}

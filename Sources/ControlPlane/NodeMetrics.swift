@@ -1,0 +1,54 @@
+import Foundation
+import Prometheus
+import RTSPServer
+import Transcoder
+
+/// The node's Prometheus exposition. Figures are read from the jobs at scrape time, so the
+/// media path does no metrics work per frame. Labels stay bounded: per ABR level (1–10) and job
+/// state, never per stream id — a fleet's stream count would explode the series.
+public final class NodeMetrics: Sendable {
+    public let registry: PrometheusCollectorRegistry
+    private let levels = 1...10
+
+    public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
+        self.registry = registry
+    }
+
+    private func gauge(_ name: String, _ help: String, _ labels: [(String, String)] = []) -> Gauge {
+        registry.makeGauge(name: name, labels: labels, help: help)
+    }
+
+    /// Refreshes every gauge, then renders the registry (including whatever else reports into it).
+    public func exposition(statuses: [LiveLadderJob.Status], capacity: CapacityMonitor.Snapshot, provisions: Int,
+                           registryOfStreams: StreamRegistry, sseListeners: Int) -> String {
+        for state in ["waitingForPublisher", "running", "interrupted", "ended", "failed"] {
+            gauge("abr_worker_jobs", "Live ladder jobs by state.", [("state", state)])
+                .set(to: Double(statuses.filter { $0.state.rawValue == state }.count))
+        }
+        gauge("abr_worker_provisions", "Provisioned streams.").set(to: Double(provisions))
+        gauge("abr_worker_publishers", "Publishers currently sending a top variant.").set(to: Double(statuses.filter { $0.publisher != nil }.count))
+        gauge("abr_worker_ingest_dropped_frames", "Frames dropped at ingest, summed over current jobs.")
+            .set(to: Double(statuses.reduce(0) { $0 + $1.droppedAtIngest }))
+        gauge("abr_worker_encode_cores", "Cores busy scaling and encoding, measured.").set(to: capacity.encodeCores)
+        gauge("abr_worker_encode_load_ratio", "Fraction of the node's real-time encode capacity in use.").set(to: capacity.encodeLoad)
+        gauge("abr_worker_accepts_jobs", "1 when the node has room for another job.").set(to: capacity.acceptsJob ? 1 : 0)
+        gauge("abr_worker_sse_listeners", "Open Server-Sent-Event streams.").set(to: Double(sseListeners))
+
+        for level in levels {
+            let variants = statuses.filter { $0.state == .running || $0.state == .interrupted }.flatMap(\.variants).filter { $0.abrLevel == level }
+            let all = statuses.flatMap(\.variants).filter { $0.abrLevel == level }
+            let label = [("level", String(level))]
+            gauge("abr_worker_variant_frames_out", "Frames sent by current jobs' variants at this level.", label)
+                .set(to: Double(all.reduce(0) { $0 + $1.framesOut }))
+            gauge("abr_worker_variant_dropped_frames", "Frames dropped by current jobs' variants at this level (encoder behind).", label)
+                .set(to: Double(all.reduce(0) { $0 + $1.droppedFrames }))
+            gauge("abr_worker_variant_bitrate_bps", "Measured average bit rate, summed over live variants at this level.", label)
+                .set(to: Double(variants.reduce(0) { $0 + $1.averageBitRate }))
+            gauge("abr_worker_variant_latency_p99_ms", "Worst p99 added latency among live variants at this level.", label)
+                .set(to: variants.compactMap(\.latencyP99).max() ?? 0)
+            gauge("abr_worker_players", "RTSP players of variants at this level.", label)
+                .set(to: Double(all.reduce(0) { $0 + (registryOfStreams.existingStream($1.streamGuid)?.playerCount ?? 0) }))
+        }
+        return registry.emitToString()
+    }
+}

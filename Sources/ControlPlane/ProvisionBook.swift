@@ -1,0 +1,146 @@
+import Foundation
+import LiveNode
+import MediaCore
+
+/// Accepted provisions: validated, stored, then handed to the live node — in that order, so
+/// what the API confirmed is on disk, and what is on disk comes back after a restart.
+public final class ProvisionBook: Sendable {
+    public enum Failure: Error, Sendable, Equatable {
+        /// Every problem with its JSON path (`$[0].streams[1].videoParams.videoBitRate`).
+        case invalid([ProvisionProblem])
+        case alreadyProvisioned([String])
+        case notFound(String)
+    }
+
+    public static let maximumBatch = 100
+    public static let sm1NodeGroup = "streammanager1"
+
+    public let store: NodeStore
+    public let node: LiveNode
+    /// Serialises check-store-provision so two requests for one guid can't both succeed.
+    private let lock = NSLock()
+
+    public init(store: NodeStore, node: LiveNode) {
+        self.store = store
+        self.node = node
+    }
+
+    /// Node groups name a fleet's region or role: letters, digits, `.`, `_`, `-`.
+    public static func isValidNodeGroup(_ name: some StringProtocol) -> Bool {
+        (1...64).contains(name.count) && name.unicodeScalars.allSatisfy { ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || "._-".unicodeScalars.contains($0) }
+    }
+
+    /// Stream Manager 2.0: the body is an array of provisions; all are accepted or none.
+    public func add(streamManager2 body: [UInt8], nodeGroup: String) throws(Failure) -> [NodeStore.StoredProvision] {
+        let document: JSONValue
+        do {
+            document = try JSONReader.parse(body)
+        } catch {
+            throw .invalid([ProvisionProblem(path: "$", message: "not JSON: \(error.description)")])
+        }
+        guard case let .array(elements) = document else {
+            throw .invalid([ProvisionProblem(path: "$", message: "expected an array of provisions (got \(document.shortDescription))")])
+        }
+        guard (1...Self.maximumBatch).contains(elements.count) else {
+            throw .invalid([ProvisionProblem(path: "$", message: "expected 1 to \(Self.maximumBatch) provisions (got \(elements.count))")])
+        }
+        var problems: [ProvisionProblem] = []
+        var accepted: [(ladder: Ladder, document: JSONValue)] = []
+        var firstIndex: [String: Int] = [:]
+        for (index, element) in elements.enumerated() {
+            do {
+                let ladder = try ProvisionParser.parseStreamManager2(element, path: "$[\(index)]")
+                if let earlier = firstIndex[ladder.streamGuid] {
+                    problems.append(ProvisionProblem(path: "$[\(index)]", message: "\(ladder.streamGuid) is already provisioned by $[\(earlier)] of this request"))
+                } else {
+                    firstIndex[ladder.streamGuid] = index
+                    accepted.append((ladder, element))
+                }
+            } catch {
+                problems += error.problems
+            }
+        }
+        guard problems.isEmpty else { throw .invalid(problems) }
+        let now = Date().timeIntervalSince1970
+        return try commit(accepted.map { ($0.ladder, NodeStore.StoredProvision(
+            streamGuid: $0.ladder.streamGuid, nodeGroup: nodeGroup, format: .streamManager2, document: $0.document.jsonText, createdAt: now)) })
+    }
+
+    /// Stream Manager 1.0: a `meta` document for `app/stream`.
+    public func add(streamManager1 body: [UInt8], streamGuid: String) throws(Failure) -> NodeStore.StoredProvision {
+        let ladder: Ladder
+        let document: JSONValue
+        do {
+            document = try JSONReader.parse(body)
+        } catch {
+            throw .invalid([ProvisionProblem(path: "$", message: "not JSON: \(error.description)")])
+        }
+        guard document["meta"] != nil else {
+            throw .invalid([ProvisionProblem(path: "$.meta", message: "missing (a Stream Manager 1.0 provision is a meta document)")])
+        }
+        do {
+            ladder = try ProvisionParser.parse(document, streamGuid: streamGuid)
+        } catch {
+            throw .invalid(error.problems)
+        }
+        let stored = NodeStore.StoredProvision(streamGuid: ladder.streamGuid, nodeGroup: Self.sm1NodeGroup, format: .streamManager1,
+                                               document: document.jsonText, createdAt: Date().timeIntervalSince1970)
+        return try commit([(ladder, stored)])[0]
+    }
+
+    private func commit(_ batch: [(Ladder, NodeStore.StoredProvision)]) throws(Failure) -> [NodeStore.StoredProvision] {
+        lock.lock()
+        defer { lock.unlock() }
+        let taken = batch.map(\.0.streamGuid).filter { node.ladder($0) != nil }
+        guard taken.isEmpty else { throw .alreadyProvisioned(taken) }
+        do {
+            try store.insert(batch.map(\.1))
+        } catch let NodeStore.InsertFailure.alreadyStored(guids) {
+            throw .alreadyProvisioned(guids)
+        } catch {
+            throw .invalid([ProvisionProblem(path: "$", message: "the store refused it: \(error)")])
+        }
+        for (ladder, _) in batch { try? node.provision(ladder) }
+        return batch.map(\.1)
+    }
+
+    public func list(nodeGroup: String) throws -> [NodeStore.StoredProvision] {
+        try store.provisions(nodeGroup: nodeGroup)
+    }
+
+    public func get(_ streamGuid: String, nodeGroup: String) throws -> NodeStore.StoredProvision? {
+        try store.provision(streamGuid).flatMap { $0.nodeGroup == nodeGroup ? $0 : nil }
+    }
+
+    /// Deletes it from the store, then stops its job cleanly (playlists ended, players closed).
+    public func remove(_ streamGuid: String, nodeGroup: String) throws -> NodeStore.StoredProvision {
+        let stored: NodeStore.StoredProvision = try {
+            lock.lock()
+            defer { lock.unlock() }
+            guard let stored = try get(streamGuid, nodeGroup: nodeGroup) else { throw Failure.notFound(streamGuid) }
+            try store.deleteProvision(streamGuid)
+            return stored
+        }()
+        try? node.removeProvision(streamGuid)
+        return stored
+    }
+
+    /// Hands every stored provision to the node (start-up). Returns the problems of those that
+    /// no longer validate; they stay stored, untouched, for an operator to look at.
+    public func restore() throws -> (restored: [String], problems: [String]) {
+        var restored: [String] = [], problems: [String] = []
+        for stored in try store.provisions() {
+            do {
+                let ladder = try ProvisionParser.parse(Array(stored.document.utf8),
+                                                       streamGuid: stored.format == .streamManager1 ? stored.streamGuid : nil)
+                try node.provision(ladder)
+                restored.append(ladder.streamGuid)
+            } catch let error as ProvisionError {
+                problems.append("\(stored.streamGuid): \(error)")
+            } catch {
+                problems.append("\(stored.streamGuid): \(error)")
+            }
+        }
+        return (restored, problems)
+    }
+}
