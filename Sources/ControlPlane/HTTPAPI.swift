@@ -149,6 +149,8 @@ public enum HTTPAPI {
         // MARK: HLS, for players on any origin
         let hls = router.group("hls").add(middleware: CORSMiddleware(allowOrigin: .all, allowHeaders: [.range, .accept, .origin],
                                                                     allowMethods: [.get, .head, .options], maxAge: .seconds(3600)))
+        // Preflight requests: the middleware answers them once a route matches.
+        hls.on("**", method: .options) { _, _ in Response(status: .noContent) }
         hls.get("**") { request, _ in
             let prefix = "/hls/"
             let raw = request.uri.path

@@ -26,8 +26,20 @@ public struct NodeCredentials: Sendable, Equatable {
         dataDirectory.appendingPathComponent("credentials.json")
     }
 
-    /// - Throws: when the data directory cannot hold the generated secrets.
+    /// HS256 keys shorter than the hash are weak (and jwt-kit refuses them).
+    public static let minimumSecretBytes = 32
+
+    public struct WeakSecret: Error, CustomStringConvertible {
+        public var description: String {
+            "ABR_WORKER_JWT_SECRET must be at least \(NodeCredentials.minimumSecretBytes) bytes; unset it to have one generated"
+        }
+    }
+
+    /// - Throws: `WeakSecret`, or when the data directory cannot hold the generated secrets.
     public static func load(environment: [String: String], dataDirectory: URL) throws -> NodeCredentials {
+        if let given = environment["ABR_WORKER_JWT_SECRET"], !given.isEmpty, given.utf8.count < minimumSecretBytes {
+            throw WeakSecret()
+        }
         let file = fileURL(in: dataDirectory)
         var stored = (try? Data(contentsOf: file)).flatMap { try? JSONDecoder().decode(StoredSecrets.self, from: $0) } ?? StoredSecrets()
         var generated: [String] = []

@@ -218,13 +218,16 @@ struct NodeService: Service {
     let logger: Logger
 
     func run() async throws {
-        await withGracefulShutdownHandler {
-            while !Task.isCancelled && !Task.isShuttingDownGracefully {
-                try? await Task.sleep(for: .seconds(statusInterval > 0 ? statusInterval : 3600))
-                guard statusInterval > 0, !Task.isShuttingDownGracefully else { continue }
-                logStatus()
+        if statusInterval > 0 {
+            try? await cancelWhenGracefulShutdown {
+                while true {
+                    try await Task.sleep(for: .seconds(statusInterval))
+                    logStatus()
+                }
             }
-        } onGracefulShutdown: {}
+        } else {
+            try? await gracefulShutdown()
+        }
         logger.info("shutting down: finishing jobs")
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             DispatchQueue.global().async {

@@ -2,12 +2,6 @@ import Foundation
 import TestSupport
 import Testing
 
-/// The built `abr-worker`, next to this test bundle in the build folder.
-let workerExecutable: String = {
-    let selfPath = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-    return URL(fileURLWithPath: selfPath).deletingLastPathComponent().appendingPathComponent("abr-worker").path
-}()
-
 /// The CLI as operators and scripts use it: exit codes, messages, output layout.
 @Suite(.serialized) struct CommandLineTests {
     @Test func transcodeWritesTheDocumentedLayoutAndSummary() throws {

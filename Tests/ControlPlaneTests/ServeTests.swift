@@ -1,0 +1,159 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// `abr-worker serve` end to end, as a stream manager, publishers, players and operators use it:
+/// real process, real ports (picked by the system), curl, ffmpeg, ffprobe and Chromium.
+@Suite(.serialized) struct ServeTests {
+    static let credentials = ["ABR_WORKER_ADMIN_USER": "manager", "ABR_WORKER_ADMIN_PASSWORD": "s3cret-pass",
+                              "ABR_WORKER_JWT_SECRET": "0123456789abcdef0123456789abcdef-serve-tests"]
+
+    static func scratch() -> URL {
+        FileManager.default.temporaryDirectory.appendingPathComponent("abr-serve-\(UUID().uuidString)")
+    }
+
+    /// ffmpeg publishing the bundled clip to a node, for `seconds` of media.
+    static func publish(_ url: String, seconds: Int) throws -> ProcessResult {
+        try runProcess("ffmpeg", ["-hide_banner", "-loglevel", "error", "-re", "-i", fixture("720p30-h264-aac.mp4"), "-t", "\(seconds)",
+                                  "-c", "copy", "-f", "rtsp", "-rtsp_transport", "tcp", url], timeout: Double(seconds) + 60)
+    }
+
+    /// The seed's Stream Manager 2.0 flow: login, provision, publish, play a lower variant,
+    /// read the hints, delete; with the job's events followed over SSE across an interruption.
+    @Test func streamManager2FlowWithEventsAcrossAnInterruption() throws {
+        let scratch = Self.scratch()
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let node = try ServeProcess(dataDirectory: scratch.appendingPathComponent("data"), arguments: ["--grace", "30"],
+                                    environment: Self.credentials)
+        defer { node.stop() }
+        let token = try node.login(user: "manager", password: "s3cret-pass")
+        let auth = ["Authorization": "Bearer \(token)", "Content-Type": "application/json"]
+        let created = try node.http("POST", "/as/v1/streams/provision/default", headers: auth, body: provisionBody)
+        #expect(created.status == 201, "\(created.body)")
+
+        // Follow the job's events with curl, as a dashboard would.
+        let events = Process()
+        let eventsFile = scratch.appendingPathComponent("events.txt")
+        FileManager.default.createFile(atPath: eventsFile.path, contents: nil)
+        events.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+        events.arguments = ["-s", "-N", "--max-time", "120", node.httpBase + "/v1/streams/live/stream1/events"]
+        events.standardOutput = try FileHandle(forWritingTo: eventsFile)
+        try events.run()
+        defer { stopProcess(events) }
+        #expect(node.waitFor(timeout: 10) { ((try? String(contentsOf: eventsFile, encoding: .utf8)) ?? "").contains("event: state") })
+
+        let first = try Self.publish("\(node.rtspBase)/live/stream1_1", seconds: 8)
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(node.waitFor(timeout: 15) { node.jobState("live/stream1") == "interrupted" })
+
+        // Resume, and meanwhile play the lowest variant over RTSP.
+        let publisher = Process()
+        publisher.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
+        publisher.arguments = ["-hide_banner", "-loglevel", "error", "-re", "-i", fixture("720p30-h264-aac.mp4"), "-t", "10", "-c", "copy",
+                               "-f", "rtsp", "-rtsp_transport", "tcp", "\(node.rtspBase)/live/stream1_1"]
+        try publisher.run()
+        defer { stopProcess(publisher, signal: SIGINT) }
+        #expect(node.waitFor(timeout: 15) { node.jobState("live/stream1") == "running" })
+        let played = scratch.appendingPathComponent("stream1_3.mp4")
+        let player = try runProcess("ffmpeg", ["-hide_banner", "-loglevel", "error", "-rtsp_transport", "tcp", "-i", "\(node.rtspBase)/live/stream1_3",
+                                               "-t", "3", "-c", "copy", "-y", played.path], timeout: 60)
+        #expect(player.status == 0, "\(player.stderr)")
+        let stream = try MediaProbe.videoStream(played.path)
+        #expect(stream.width == 640 && stream.height == 360)
+
+        let job = try #require(try node.http("GET", "/v1/jobs/live/stream1").json as? [String: Any])
+        let publisherView = try #require(job["publisher"] as? [String: Any])
+        #expect((publisherView["codecs"] as? String)?.hasPrefix("avc1.") == true)
+        #expect(publisherView["width"] as? Int == 1280)
+        let hints = try #require(try node.http("GET", "/v1/streams/live/stream1/abr").json as? [String: Any])
+        let variants = try #require(hints["variants"] as? [[String: Any]])
+        #expect(variants.count == 3)
+        #expect(variants.allSatisfy { ($0["averageBitRate"] as? Int ?? 0) > 0 && ($0["codecs"] as? String ?? "").hasPrefix("avc1.") })
+
+        waitForExit(publisher, timeout: 30)
+        #expect(node.waitFor(timeout: 15) { node.jobState("live/stream1") == "interrupted" })
+        let deleted = try node.http("DELETE", "/as/v1/streams/provision/default/live/stream1", headers: auth)
+        #expect(deleted.status == 200)
+        #expect(try node.http("GET", "/as/v1/streams/provision/default/live/stream1", headers: auth).status == 404)
+        #expect(node.waitFor(timeout: 10) { ((try? String(contentsOf: eventsFile, encoding: .utf8)) ?? "").contains("event: ended") })
+        let text = (try? String(contentsOf: eventsFile, encoding: .utf8)) ?? ""
+        let kinds = text.split(separator: "\n").filter { $0.hasPrefix("event: ") }.map { String($0.dropFirst(7)) }
+        let lifecycle = kinds.filter { ["publisherConnected", "interrupted", "resumed", "ended"].contains($0) }
+        #expect(lifecycle == ["publisherConnected", "interrupted", "resumed", "interrupted", "ended"], "\(kinds)")
+        #expect(kinds.contains("hintsUpdated"))
+        let master = try String(contentsOf: scratch.appendingPathComponent("data/hls/live/stream1/stream1_2/index.m3u8"), encoding: .utf8)
+        #expect(master.contains("#EXT-X-ENDLIST"))
+
+        node.stop()
+        #expect(node.process.terminationStatus == 0, "\(node.log.suffix(2000))")
+    }
+
+    /// A provision that got 201 survives `kill -9` right after; generated credentials are shown
+    /// once and kept, so tokens issued before the restart still work.
+    @Test func provisionsAndTokensSurviveAHardKill() throws {
+        let scratch = Self.scratch()
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let data = scratch.appendingPathComponent("data")
+        let first = try ServeProcess(dataDirectory: data)
+        let password = try #require(first.output.firstMatch(of: /admin user admin, password (\S+)/).map { String($0.output.1) })
+        let token = try first.login(user: "admin", password: password)
+        let created = try first.http("POST", "/as/v1/streams/provision/east", headers: ["Authorization": "Bearer \(token)"], body: provisionBody)
+        #expect(created.status == 201)
+        first.stop(signal: SIGKILL)
+        #expect(first.process.terminationReason == .uncaughtSignal)
+
+        let second = try ServeProcess(dataDirectory: data)
+        defer { second.stop() }
+        #expect(!second.output.contains(password), "the password is printed only when generated")
+        let listed = try second.http("GET", "/as/v1/streams/provision/east", headers: ["Authorization": "Bearer \(token)"])
+        #expect(listed.status == 200)
+        #expect((listed.json as? [[String: Any]])?.compactMap { $0["streamGuid"] as? String } == ["live/stream1"])
+        #expect(second.jobState("live/stream1") == "waitingForPublisher")
+        #expect(second.output.contains("\(second.rtspBase)/live/stream1_1"))
+        let relogin = try second.login(user: "admin", password: password)
+        #expect(!relogin.isEmpty)
+    }
+
+    /// A node that cannot encode another ladder in real time refuses the publish, and says why.
+    @Test func publishOverCapacityIsRefused() throws {
+        let scratch = Self.scratch()
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let node = try ServeProcess(dataDirectory: scratch.appendingPathComponent("data"),
+                                    arguments: ["--capacity-cores", "0.05", "--provision", fixture("provisions/sm2-3-level.json")],
+                                    environment: Self.credentials)
+        defer { node.stop() }
+        let capacity = try #require(try node.http("GET", "/v1/capacity").json as? [String: Any])
+        #expect(capacity["acceptsJob"] as? Bool == false)
+        #expect((capacity["reason"] as? String)?.contains("over capacity") == true)
+        let refused = try Self.publish("\(node.rtspBase)/live/stream1_1", seconds: 2)
+        #expect(refused.status != 0)
+        #expect(refused.stderr.contains("503"), "\(refused.stderr)")
+        #expect(node.jobState("live/stream1") == "waitingForPublisher")
+        #expect(node.log.contains("publish refused: node over capacity: live/stream1 needs about"))
+    }
+
+    /// The status page's native <video> plays the live ladder in headless Chromium.
+    @Test func statusPagePlaysInHeadlessChromium() throws {
+        let scratch = Self.scratch()
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let node = try ServeProcess(dataDirectory: scratch.appendingPathComponent("data"),
+                                    arguments: ["--provision", fixture("provisions/sm2-3-level.json"),
+                                                "--publish-loop", fixture("720p30-h264-aac.mp4")],
+                                    environment: Self.credentials)
+        defer { node.stop() }
+        #expect(node.output.contains("HLS: \(node.httpBase)/hls/live/stream1/master.m3u8"))
+        let ready = node.waitFor(timeout: 30) {
+            let playlist = try? node.http("GET", "/hls/live/stream1/stream1_3/index.m3u8")
+            return playlist?.status == 200 && (playlist?.body.components(separatedBy: "#EXTINF").count ?? 0) >= 3
+        }
+        #expect(ready)
+        let script = fixturesDirectory.deletingLastPathComponent().appendingPathComponent("Tests/Peers/chromium-video-check.py")
+        let check = try runProcess("/usr/bin/python3", [script.path, node.httpBase + "/", "40"], timeout: 120)
+        #expect(check.status == 0, "\(check.stdout.suffix(1500)) \(check.stderr.suffix(500))")
+        node.stop()
+        #expect(node.process.terminationStatus == 0)
+        #expect(!FileManager.default.fileExists(atPath: scratch.appendingPathComponent("data/abr-worker.sqlite-wal").path)
+                || ((try? FileManager.default.attributesOfItem(atPath: scratch.appendingPathComponent("data/abr-worker.sqlite-wal").path)[.size] as? Int) ?? 0) == 0,
+                "the store is checkpointed on shutdown")
+    }
+}

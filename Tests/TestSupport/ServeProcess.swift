@@ -1,0 +1,107 @@
+import Foundation
+
+/// The built `abr-worker`, next to this test bundle in the build folder.
+public let workerExecutable: String = {
+    let selfPath = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+    return URL(fileURLWithPath: selfPath).deletingLastPathComponent().appendingPathComponent("abr-worker").path
+}()
+
+/// `abr-worker serve` as a real process on loopback, on ports the system picks, with the URLs
+/// it prints read back; HTTP calls go through curl, an independent client.
+public final class ServeProcess: @unchecked Sendable {
+    public struct Failure: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    public struct Reply: Sendable {
+        public var status: Int
+        public var body: String
+        public var json: Any? { try? JSONSerialization.jsonObject(with: Data(body.utf8), options: [.fragmentsAllowed]) }
+    }
+
+    public let dataDirectory: URL
+    public let process: Process
+    public let httpBase: String
+    public let rtspBase: String
+    public let outputFile: URL
+    public let errorFile: URL
+
+    /// Starts the node and waits (up to 60 s) until it prints where it listens.
+    public init(dataDirectory: URL, arguments: [String] = [], environment: [String: String] = [:]) throws {
+        self.dataDirectory = dataDirectory
+        try FileManager.default.createDirectory(at: dataDirectory, withIntermediateDirectories: true)
+        let stamp = UUID().uuidString.prefix(8)
+        outputFile = dataDirectory.appendingPathComponent("../serve-\(stamp).out").standardizedFileURL
+        errorFile = dataDirectory.appendingPathComponent("../serve-\(stamp).err").standardizedFileURL
+        FileManager.default.createFile(atPath: outputFile.path, contents: nil)
+        FileManager.default.createFile(atPath: errorFile.path, contents: nil)
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: workerExecutable)
+        process.arguments = ["serve", "--host", "127.0.0.1", "--rtsp-port", "0", "--http-port", "0", "--data-dir", dataDirectory.path,
+                             "--status-interval", "0"] + arguments
+        var env = ProcessInfo.processInfo.environment
+        for (key, value) in environment { env[key] = value }
+        process.environment = env
+        process.standardOutput = try FileHandle(forWritingTo: outputFile)
+        process.standardError = try FileHandle(forWritingTo: errorFile)
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let deadline = Date().addingTimeInterval(60)
+        var http: String?, rtsp: String?
+        while Date() < deadline, process.isRunning, http == nil || rtsp == nil {
+            let output = (try? String(contentsOf: outputFile, encoding: .utf8)) ?? ""
+            http = output.firstMatch(of: /HTTP: (http:\/\/127\.0\.0\.1:\d+)\//).map { String($0.output.1) }
+            rtsp = output.firstMatch(of: /RTSP: (rtsp:\/\/127\.0\.0\.1:\d+)\//).map { String($0.output.1) }
+            Thread.sleep(forTimeInterval: 0.1)
+        }
+        guard let http, let rtsp else {
+            stopProcess(process, signal: SIGKILL)
+            throw Failure(description: "serve did not start: \((try? String(contentsOf: errorFile, encoding: .utf8)) ?? "")")
+        }
+        httpBase = http
+        rtspBase = rtsp
+    }
+
+    public var output: String { (try? String(contentsOf: outputFile, encoding: .utf8)) ?? "" }
+    public var log: String { (try? String(contentsOf: errorFile, encoding: .utf8)) ?? "" }
+
+    /// One HTTP exchange with curl.
+    public func http(_ method: String, _ path: String, headers: [String: String] = [:], body: String? = nil, user: String? = nil) throws -> Reply {
+        var arguments = ["-s", "-S", "--max-time", "60", "-X", method, "-w", "\n%{http_code}", "--path-as-is"]
+        for (name, value) in headers { arguments += ["-H", "\(name): \(value)"] }
+        if let user { arguments += ["-u", user] }
+        if let body { arguments += ["--data-binary", body] }
+        let result = try runProcess("/usr/bin/curl", arguments + [httpBase + path], timeout: 90)
+        guard let newline = result.stdout.lastIndex(of: "\n"), let status = Int(result.stdout[result.stdout.index(after: newline)...]) else {
+            throw Failure(description: "curl \(method) \(path) failed: \(result.stderr)")
+        }
+        return Reply(status: status, body: String(result.stdout[..<newline]))
+    }
+
+    /// Logs in as `user:password` and returns the bearer token.
+    public func login(user: String, password: String) throws -> String {
+        let reply = try http("PUT", "/as/v1/auth/login", user: "\(user):\(password)")
+        guard reply.status == 200, let token = (reply.json as? [String: Any])?["token"] as? String else {
+            throw Failure(description: "login failed: \(reply.status) \(reply.body)")
+        }
+        return token
+    }
+
+    /// Polls until `condition` holds or the timeout passes; false on timeout.
+    public func waitFor(timeout: TimeInterval, _ condition: () throws -> Bool) rethrows -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if try condition() { return true }
+            Thread.sleep(forTimeInterval: 0.25)
+        }
+        return try condition()
+    }
+
+    public func stop(signal: Int32 = SIGTERM) {
+        stopProcess(process, signal: signal, grace: 40)
+    }
+
+    public func jobState(_ guid: String) -> String? {
+        ((try? http("GET", "/v1/jobs/\(guid)"))?.json as? [String: Any])?["state"] as? String
+    }
+}
