@@ -259,7 +259,9 @@ struct LoopPublisher: Service {
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["ffmpeg", "-hide_banner", "-loglevel", "error", "-re", "-stream_loop", "-1", "-i", file,
+            // The service group ignores SIGINT/SIGTERM to handle them itself, and children inherit
+            // ignored signals: give ffmpeg its defaults back so it can be stopped cleanly.
+            process.arguments = ["--default-signal=INT,TERM", "ffmpeg", "-hide_banner", "-loglevel", "error", "-re", "-stream_loop", "-1", "-i", file,
                                  "-c", "copy", "-f", "rtsp", "-rtsp_transport", "tcp", url]
             process.standardInput = FileHandle.nullDevice
             do {
@@ -279,7 +281,10 @@ struct LoopPublisher: Service {
             if process.isRunning {
                 process.interrupt()
                 for _ in 0..<25 where process.isRunning { try? await Task.sleep(for: .milliseconds(200)) }
-                if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+                if process.isRunning {
+                    logger.warning("the loop publisher did not stop on SIGINT within 5 s; killed")
+                    kill(process.processIdentifier, SIGKILL)
+                }
                 return
             }
             if Task.isShuttingDownGracefully { return }

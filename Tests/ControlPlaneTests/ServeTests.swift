@@ -152,6 +152,7 @@ import TestSupport
         #expect(check.status == 0, "\(check.stdout.suffix(1500)) \(check.stderr.suffix(500))")
         node.stop()
         #expect(node.process.terminationStatus == 0)
+        #expect(!node.log.contains("loop publisher did not stop"), "ffmpeg must get SIGINT's default action back")
         #expect(!FileManager.default.fileExists(atPath: scratch.appendingPathComponent("data/abr-worker.sqlite-wal").path)
                 || ((try? FileManager.default.attributesOfItem(atPath: scratch.appendingPathComponent("data/abr-worker.sqlite-wal").path)[.size] as? Int) ?? 0) == 0,
                 "the store is checkpointed on shutdown")
