@@ -123,6 +123,15 @@ func badTokens() async throws -> [(String, String)] {
                 #expect(response.status == .conflict)
                 #expect(text(response.body).contains("already provisioned: live/stream1"))
             }
+            // A batch is all or nothing: a new provision beside a taken one is not stored either.
+            let fresh = #"{"streamGuid":"live/fresh","streams":[{"streamGuid":"live/fresh_1","abrLevel":1,"videoParams":{"videoWidth":640,"videoHeight":360,"videoBitRate":800000}}]}"#
+            let mixed = "[\(fresh),\(provisionBody.dropFirst().dropLast())]"
+            try await client.execute(uri: "/as/v1/streams/provision/east-1", method: .post, headers: bearer(token),
+                                     body: ByteBuffer(string: mixed)) { response in
+                #expect(response.status == .conflict, "\(text(response.body))")
+            }
+            #expect(try test.plane.store.provision("live/fresh") == nil)
+            #expect(test.plane.node.ladder("live/fresh") == nil)
             try await client.execute(uri: "/as/v1/streams/provision/east-1", method: .get, headers: bearer(token)) { response in
                 #expect(response.status == .ok)
                 #expect(text(response.body).contains("\"live/stream1_3\""))
@@ -361,5 +370,35 @@ enum PrometheusText {
             samples[String(match.output.1)] = value
         }
         return samples
+    }
+}
+
+@Suite struct EventTests {
+    /// Publisher notifications (a phone call on the publisher's device...) reach SSE listeners
+    /// and the stored job history; hint updates reach listeners only.
+    @Test func publisherNotificationsReachListenersAndTheHistory() async throws {
+        let test = try await TestPlane.make()
+        defer { test.close() }
+        _ = try test.plane.provisions.add(streamManager2: Array(provisionBody.utf8), nodeGroup: "g")
+        let events = test.plane.events.listen(streamGuid: "live/stream1")
+        let other = test.plane.events.listen(streamGuid: "live/other")
+        let job = try #require(test.plane.node.job("live/stream1"))
+        job.recordNotification("publisherBackground", value: "incoming call")
+        job.recordNotification("publisherForeground", value: "")
+        test.plane.events.publish(streamGuid: "live/stream1", time: 1, kind: "hintsUpdated", detail: "L1 ...")
+        var received: [EventHub.Event] = []
+        for await event in events {
+            received.append(event)
+            if received.count == 3 { break }
+        }
+        #expect(received.map(\.kind) == ["publisherBackground", "publisherForeground", "hintsUpdated"])
+        #expect(received[0].detail == "incoming call")
+        #expect(received.map(\.id) == received.map(\.id).sorted())
+        let history = try test.plane.store.history("live/stream1")
+        #expect(history.map(\.kind) == ["publisherBackground", "publisherForeground"])
+        test.plane.events.finishAll()
+        var leaked = 0
+        for await _ in other { leaked += 1 }
+        #expect(leaked == 0)
     }
 }
