@@ -68,8 +68,8 @@ public final class CapacityMonitor: Sendable {
     }
 
     /// Cores each running job keeps busy, measured over the last seconds.
-    func measuredCores(now: Double = ProcessInfo.processInfo.systemUptime) -> [String: Double] {
-        let current = statuses().filter { $0.state == .running }
+    func measuredCores(_ statuses: [LiveLadderJob.Status], now: Double = ProcessInfo.processInfo.systemUptime) -> [String: Double] {
+        let current = statuses.filter { $0.state == .running }
         let busy = Dictionary(current.map { ($0.streamGuid, $0.variants.reduce(0) { $0 + $1.busySeconds }) }, uniquingKeysWith: +)
         return samples.withLock { sample in
             guard let previous = sample else {
@@ -91,7 +91,7 @@ public final class CapacityMonitor: Sendable {
     public func snapshot(waiting: [Ladder] = []) -> Snapshot {
         let statuses = statuses()
         let running = statuses.filter { $0.state == .running }
-        let measured = measuredCores()
+        let measured = measuredCores(statuses)
         // A running job not measured yet (first seconds) counts at its estimate.
         let used = running.reduce(0.0) { total, status in
             total + (measured[status.streamGuid] ?? estimate(status))
@@ -106,8 +106,9 @@ public final class CapacityMonitor: Sendable {
 
     /// Why a publish to `ladder` would overload the node, or nil when it fits.
     public func admissionRefusal(_ ladder: Ladder) -> String? {
-        let others = statuses().filter { $0.state == .running && $0.streamGuid != ladder.streamGuid }
-        let measured = measuredCores()
+        let statuses = statuses()
+        let others = statuses.filter { $0.state == .running && $0.streamGuid != ladder.streamGuid }
+        let measured = measuredCores(statuses)
         let used = others.reduce(0.0) { $0 + (measured[$1.streamGuid] ?? estimate($1)) }
         return refusalReason(usedCores: used, neededCores: estimatedCores(ladder), what: ladder.streamGuid)
     }

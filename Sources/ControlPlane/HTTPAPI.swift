@@ -121,13 +121,13 @@ public enum HTTPAPI {
             var parts = context.parameters.getCatchAll().map { String($0).removingPercentEncoding ?? String($0) }
             let what = parts.popLast() ?? ""
             let guid = parts.joined(separator: "/")
-            guard plane.ladder(containing: guid) != nil else { return error(.notFound, "\(guid) is not provisioned") }
+            guard let ladder = plane.ladder(containing: guid) else { return error(.notFound, "\(guid) is not provisioned") }
             switch what {
             case "abr":
-                guard let hints = plane.hints(guid) else { return error(.notFound, "\(guid) has no job") }
+                guard let hints = plane.node.job(ladder.streamGuid)?.hints else { return error(.notFound, "\(guid) has no job") }
                 return json(hints)
             case "events":
-                return eventStream(plane, ladderGuid: plane.ladder(containing: guid)!.streamGuid)
+                return eventStream(plane, ladderGuid: ladder.streamGuid)
             default:
                 return error(.notFound, "no such view: \(what) (try /v1/streams/\(guid)/abr or /events)")
             }

@@ -32,12 +32,7 @@ public final class ProvisionBook: Sendable {
 
     /// Stream Manager 2.0: the body is an array of provisions; all are accepted or none.
     public func add(streamManager2 body: [UInt8], nodeGroup: String) throws(Failure) -> [NodeStore.StoredProvision] {
-        let document: JSONValue
-        do {
-            document = try JSONReader.parse(body)
-        } catch {
-            throw .invalid([ProvisionProblem(path: "$", message: "not JSON: \(error.description)")])
-        }
+        let document = try Self.json(body)
         guard case let .array(elements) = document else {
             throw .invalid([ProvisionProblem(path: "$", message: "expected an array of provisions (got \(document.shortDescription))")])
         }
@@ -69,12 +64,7 @@ public final class ProvisionBook: Sendable {
     /// Stream Manager 1.0: a `meta` document for `app/stream`.
     public func add(streamManager1 body: [UInt8], streamGuid: String) throws(Failure) -> NodeStore.StoredProvision {
         let ladder: Ladder
-        let document: JSONValue
-        do {
-            document = try JSONReader.parse(body)
-        } catch {
-            throw .invalid([ProvisionProblem(path: "$", message: "not JSON: \(error.description)")])
-        }
+        let document = try Self.json(body)
         guard document["meta"] != nil else {
             throw .invalid([ProvisionProblem(path: "$.meta", message: "missing (a Stream Manager 1.0 provision is a meta document)")])
         }
@@ -86,6 +76,14 @@ public final class ProvisionBook: Sendable {
         let stored = NodeStore.StoredProvision(streamGuid: ladder.streamGuid, nodeGroup: Self.sm1NodeGroup, format: .streamManager1,
                                                document: document.jsonText, createdAt: Date().timeIntervalSince1970)
         return try commit([(ladder, stored)])[0]
+    }
+
+    private static func json(_ body: [UInt8]) throws(Failure) -> JSONValue {
+        do {
+            return try JSONReader.parse(body)
+        } catch {
+            throw .invalid([ProvisionProblem(path: "$", message: "not JSON: \(error.description)")])
+        }
     }
 
     private func commit(_ batch: [(Ladder, NodeStore.StoredProvision)]) throws(Failure) -> [NodeStore.StoredProvision] {
