@@ -8,6 +8,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "abr-worker", targets: ["abr-worker"]),
+        .executable(name: "abr-fuzz", targets: ["abr-fuzz"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -84,6 +85,17 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Every network- and API-facing parser as a fuzz entry point; `abr-fuzz` runs them under
+        // libFuzzer (`./abr fuzz`), the tests replay the corpus and mutations through them.
+        .target(
+            name: "FuzzTargets",
+            dependencies: [
+                "RTSP", "RTSPServer", "Transcoder", "MediaCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ]
+        ),
+        .executableTarget(name: "abr-fuzz", dependencies: ["FuzzTargets"]),
         .testTarget(name: "MediaCoreTests", dependencies: ["MediaCore"]),
         .testTarget(
             name: "RTSPTests",
@@ -100,6 +112,8 @@ let package = Package(
             dependencies: ["RTSPServer", "RTSP", "MediaCore", "Transcoder", "LiveNode", "TestSupport",
                            .product(name: "NIOCore", package: "swift-nio")]
         ),
+        .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets", "RTSP", "MediaCore",
+                                                          .product(name: "NIOCore", package: "swift-nio")]),
         .testTarget(
             name: "ControlPlaneTests",
             dependencies: ["ControlPlane", "LiveNode", "MediaCore", "TestSupport",

@@ -30,6 +30,12 @@ public struct H264Depacketizer: Sendable {
     public private(set) var droppedAccessUnits = 0
     /// Largest NAL unit accepted; a larger FU-A sequence is treated as corrupt.
     public static let maximumNALSize = 4 * 1024 * 1024
+    /// Largest access unit accepted (all its NAL units together), and the most NAL units in one:
+    /// a publisher that never sets the marker bit nor changes the timestamp cannot grow one without bound.
+    public static let maximumAccessUnitSize = 8 * 1024 * 1024
+    public static let maximumNALUnitsPerAccessUnit = 1024
+    private var unitBytes = 0
+    private var oversized = false
 
     public init(sps: [UInt8]? = nil, pps: [UInt8]? = nil) {
         self.sps = sps
@@ -99,17 +105,30 @@ public struct H264Depacketizer: Sendable {
             damaged = true
             return
         }
+        guard !oversized else { return }
+        guard unitBytes + unit.count <= Self.maximumAccessUnitSize, units.count < Self.maximumNALUnitsPerAccessUnit else {
+            // Keep nothing more of a unit that is too large; it is counted as dropped once, here.
+            oversized = true
+            damaged = true
+            units = []
+            unitBytes = 0
+            droppedAccessUnits += 1
+            return
+        }
         switch first & 0x1F {
         case H264.NALType.sps.rawValue: sps = unit
         case H264.NALType.pps.rawValue: pps = unit
         default: break
         }
         units.append(unit)
+        unitBytes += unit.count
     }
 
     private mutating func finish() -> H264AccessUnit? {
         defer {
             units = []
+            unitBytes = 0
+            oversized = false
             fragment = nil
             damaged = false
         }

@@ -38,6 +38,12 @@ public struct RTSPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionar
     }
 
     public var count: Int { fields.count }
+
+    /// The id in `Session: id;timeout=60`; nil when the header is absent, "" when it names nothing
+    /// (empty, or `;`-only), which callers must refuse rather than look up.
+    public var sessionID: String? {
+        self["Session"].map { header in header.prefix { $0 != ";" }.trimmed }
+    }
 }
 
 public struct RTSPRequest: Sendable, Equatable {

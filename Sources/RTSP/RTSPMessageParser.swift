@@ -52,6 +52,11 @@ public struct RTSPMessageParser: Sendable {
 
     /// Returns the next complete item, or nil when more bytes are needed.
     public func parse(_ buffer: inout ByteBuffer) throws(RTSPParseError) -> RTSPInbound? {
+        // Blank lines between messages are allowed (clients send CRLF keep-alives); skipped in a
+        // loop, not by recursion, so a peer sending megabytes of them cannot exhaust the stack.
+        while let byte = buffer.getInteger(at: buffer.readerIndex, as: UInt8.self), byte == UInt8(ascii: "\r") || byte == UInt8(ascii: "\n") {
+            buffer.moveReaderIndex(forwardBy: 1)
+        }
         guard let first = buffer.getInteger(at: buffer.readerIndex, as: UInt8.self) else { return nil }
         if first == UInt8(ascii: "$") {
             guard buffer.readableBytes >= 4,
@@ -59,15 +64,9 @@ public struct RTSPMessageParser: Sendable {
                   let length = buffer.getInteger(at: buffer.readerIndex + 2, as: UInt16.self) else { return nil }
             guard buffer.readableBytes >= 4 + Int(length) else { return nil }
             buffer.moveReaderIndex(forwardBy: 4)
-            let payload = buffer.readSlice(length: Int(length))!
+            guard let payload = buffer.readSlice(length: Int(length)) else { return nil }
             return .interleaved(channel: channel, payload: payload)
         }
-        // Blank lines between messages are allowed (clients send CRLF keep-alives).
-        if first == UInt8(ascii: "\r") || first == UInt8(ascii: "\n") {
-            buffer.moveReaderIndex(forwardBy: 1)
-            return try parse(&buffer)
-        }
-
         // Find the end of the header block without consuming anything.
         var lines: [String] = []
         var offset = buffer.readerIndex

@@ -28,8 +28,11 @@ public struct RTSPTransport: Sendable, Equatable {
 
     /// Parses a whole header value: comma-separated alternatives, in the client's order of preference.
     public static func parseAlternatives(_ header: String) -> [RTSPTransport] {
-        header.split(separator: ",").compactMap { parse(String($0)) }
+        header.split(separator: ",").prefix(maximumAlternatives).compactMap { parse(String($0)) }
     }
+
+    /// More offers than any client makes are ignored (each is tried in turn at SETUP).
+    public static let maximumAlternatives = 8
 
     public static func parse(_ text: String) -> RTSPTransport? {
         let parts = text.split(separator: ";").map { $0.trimmed }
@@ -44,9 +47,10 @@ public struct RTSPTransport: Sendable, Equatable {
         var clientPorts: ClosedRange<UInt16>?
         var serverPorts: ClosedRange<UInt16>?
         var transport = RTSPTransport(lower: .tcp(interleaved: nil))
-        for parameter in parts.dropFirst() {
-            let pair = parameter.split(separator: "=", maxSplits: 1).map { $0.trimmed }
-            let key = pair[0].lowercased()
+        // Blank items (`;;`) and parameters without a name (`=5`) are skipped, not trusted.
+        for parameter in parts.dropFirst() where !parameter.isEmpty {
+            let pair = parameter.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map { $0.trimmed }
+            guard let key = pair.first?.lowercased(), !key.isEmpty else { continue }
             let value = pair.count > 1 ? pair[1] : ""
             switch key {
             case "unicast": break

@@ -86,6 +86,11 @@ public struct SessionDescription: Sendable, Equatable {
     }
 
     public static let maximumSize = 16 * 1024
+    /// A publisher sends video and audio; a few more sections are tolerated (and ignored), not dozens.
+    public static let maximumMediaCount = 8
+    /// 192 kHz audio is the highest rate in use; video clocks are 90 kHz.
+    public static let maximumClockRate = 192_000
+    public static let maximumChannels = 8
 
     public static func parse(_ text: String) throws(ParseError) -> SessionDescription {
         guard text.utf8.count <= maximumSize else { throw .tooLarge(text.utf8.count) }
@@ -118,8 +123,11 @@ public struct SessionDescription: Sendable, Equatable {
             case "o": description.origin = value
             case "m":
                 finishMedia()
+                guard description.media.count < maximumMediaCount else {
+                    throw .badMedia(number, "more than \(maximumMediaCount) media sections")
+                }
                 let fields = value.split(separator: " ").map(String.init)
-                guard fields.count >= 4, let port = Int(fields[1].split(separator: "/")[0]) else {
+                guard fields.count >= 4, let portText = fields[1].split(separator: "/").first, let port = Int(portText), (0...65535).contains(port) else {
                     throw .badMedia(number, "expected m=<media> <port> <proto> <fmt> (got \(value.prefix(60)))")
                 }
                 guard let payloadType = UInt8(fields[3]), payloadType < 128 else {
@@ -131,16 +139,26 @@ public struct SessionDescription: Sendable, Equatable {
                 if value.uppercased().hasPrefix("AS:"), let kbps = Int(value.dropFirst(3)) { current?.bandwidthKbps = kbps }
                 if value.uppercased().hasPrefix("TIAS:"), let bps = Int(value.dropFirst(5)) { current?.bandwidthTIAS = bps }
             case "a":
-                let parts = value.split(separator: ":", maxSplits: 1).map(String.init)
-                let name = parts[0]
+                let parts = value.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+                // `a=` and `a=:x` name nothing: skipped, as RFC 4566 §5 tells parsers to ignore what they do not know.
+                guard let name = parts.first, !name.isEmpty else { continue }
                 let attributeValue = parts.count > 1 ? parts[1] : ""
                 switch name {
                 case "rtpmap":
                     let fields = attributeValue.split(separator: " ", maxSplits: 1)
                     guard fields.count == 2, let payloadType = UInt8(fields[0]) else { throw .badMedia(number, "bad rtpmap \(attributeValue.prefix(60))") }
                     let encoding = fields[1].split(separator: "/").map(String.init)
-                    guard encoding.count >= 2, let clock = Int(encoding[1]), clock > 0 else { throw .badMedia(number, "bad rtpmap \(attributeValue.prefix(60))") }
-                    rtpmaps[payloadType] = (encoding[0], clock, encoding.count > 2 ? Int(encoding[2]) : nil)
+                    guard encoding.count >= 2, let clock = Int(encoding[1]), (1...maximumClockRate).contains(clock) else {
+                        throw .badMedia(number, "rtpmap clock rate must be 1-\(maximumClockRate) Hz (got \(attributeValue.prefix(60)))")
+                    }
+                    var channels: Int?
+                    if encoding.count > 2 {
+                        guard let count = Int(encoding[2]), (1...maximumChannels).contains(count) else {
+                            throw .badMedia(number, "rtpmap channels must be 1-\(maximumChannels) (got \(encoding[2].prefix(10)))")
+                        }
+                        channels = count
+                    }
+                    rtpmaps[payloadType] = (encoding[0], clock, channels)
                 case "fmtp":
                     let fields = attributeValue.split(separator: " ", maxSplits: 1)
                     guard let payloadType = UInt8(fields.first ?? "") else { throw .badMedia(number, "bad fmtp \(attributeValue.prefix(60))") }

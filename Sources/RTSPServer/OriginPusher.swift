@@ -191,7 +191,13 @@ final class OriginClientHandler: ChannelInboundHandler {
             fail(context: context, "origin answered \(response.status) \(response.reason) to \(step)")
             return
         }
-        if let header = response.headers["Session"] { session = String(header.split(separator: ";")[0]).trimmedSpaces }
+        if let id = response.headers.sessionID {
+            guard !id.isEmpty else {
+                fail(context: context, "origin answered \(step) with an empty Session header")
+                return
+            }
+            session = id
+        }
         switch step {
         case .announce:
             setup(0, context: context)

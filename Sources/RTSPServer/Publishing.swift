@@ -31,6 +31,19 @@ public protocol PublishPolicy: Sendable {
     func decide(_ request: PublishRequest) -> PublishDecision
 }
 
+/// Lets anyone publish any path and relays it unchanged: for tests and fuzzing, never a node's policy.
+public struct RelayEverything: PublishPolicy {
+    let registry: StreamRegistry
+
+    public init(registry: StreamRegistry) {
+        self.registry = registry
+    }
+
+    public func decide(_ request: PublishRequest) -> PublishDecision {
+        .accept(RelaySink(stream: registry.stream(request.path)))
+    }
+}
+
 /// Publishes a stream straight to players of the same path, unchanged (no transcoding).
 public final class RelaySink: PublishSink {
     let stream: LiveStream
@@ -101,7 +114,7 @@ struct IncomingTrack {
     }
 
     static func frameRate(_ media: SessionDescription.Media) -> Double? {
-        media.attributes.first { $0.hasPrefix("framerate:") }.flatMap { Double($0.dropFirst("framerate:".count)) }
+        media.frameRate
     }
 
     /// Continuous ticks from 32-bit RTP timestamps (which wrap, and start at a random value).

@@ -120,8 +120,8 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
             return Outcome(response: RTSPResponse(status: 400, body: Array("missing CSeq\n".utf8)))
         }
         let session: ServerSession?
-        if let header = request.headers["Session"] {
-            let id = String(header.split(separator: ";")[0]).trimmedSpaces
+        if let id = request.headers.sessionID {
+            guard !id.isEmpty else { return Outcome(response: RTSPResponse(status: 454, body: Array("empty Session header\n".utf8))) }
             guard let found = server.sessions.session(id) else { return Outcome(response: RTSPResponse(status: 454)) }
             session = found
             found.touch()
@@ -193,8 +193,11 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
         } catch {
             return Outcome(response: RTSPResponse(status: 400, body: Array("\(error)\n".utf8)))
         }
-        guard description.media.contains(where: \.isH264) else {
-            return Outcome(response: RTSPResponse(status: 415, body: Array("the node needs an H.264 video track (got \(description.media.map(\.encoding)))\n".utf8)))
+        do {
+            try description.validateForPublishing(maximumPixels: server.configuration.maximumPublishPixels)
+        } catch {
+            logger.info("announce refused", metadata: ["stream.guid": "\(path)", "reason": "\(error.description)"])
+            return Outcome(response: RTSPResponse(status: error.status, body: Array("\(error.description)\n".utf8)))
         }
         let remote = context.remoteAddress?.description ?? "?"
         switch server.policy.decide(PublishRequest(path: path, description: description, remoteAddress: remote)) {

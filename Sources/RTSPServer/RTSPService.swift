@@ -19,6 +19,8 @@ public final class RTSPService: Sendable {
         public var limits = RTSPMessageParser.Limits()
         /// Bytes a player may have queued before it alone skips to the next IDR.
         public var playerBacklogLimit = 4 * 1024 * 1024
+        /// The largest picture (width × height from the SDP's SPS) a publisher may announce.
+        public var maximumPublishPixels = 4096 * 2304
         /// SO_SNDBUF for RTSP connections; nil leaves the kernel's autotuning (what production wants).
         public var socketSendBuffer: Int?
         public init() {}
@@ -31,7 +33,9 @@ public final class RTSPService: Sendable {
     let policy: any PublishPolicy
     let logger: Logger
     let sessions = SessionTable()
-    private let group: MultiThreadedEventLoopGroup
+    private let threads: Int
+    /// Made by `start`, so a service that only handles connections given to it (tests, fuzzing) owns no threads.
+    private let eventLoops = Mutex<MultiThreadedEventLoopGroup?>(nil)
     private let channels = Mutex<(server: Channel?, rtp: Channel?, rtcp: Channel?, sweep: RepeatedTask?)>((nil, nil, nil, nil))
 
     public init(configuration: Configuration, registry: StreamRegistry, policy: any PublishPolicy,
@@ -40,7 +44,7 @@ public final class RTSPService: Sendable {
         self.registry = registry
         self.policy = policy
         self.logger = logger
-        self.group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, threads))
+        self.threads = max(1, threads)
     }
 
     /// The bound RTSP port (after `start`).
@@ -65,7 +69,13 @@ public final class RTSPService: Sendable {
     /// Binds the RTSP port and the UDP pair; returns the RTSP port.
     @discardableResult
     public func start() throws -> Int {
-        let (rtp, rtcp) = try bindUDPPair()
+        let group = eventLoops.withLock { existing in
+            if let existing { return existing }
+            let made = MultiThreadedEventLoopGroup(numberOfThreads: threads)
+            existing = made
+            return made
+        }
+        let (rtp, rtcp) = try bindUDPPair(group: group)
         var bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -77,7 +87,7 @@ public final class RTSPService: Sendable {
             .childChannelInitializer { [self] channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: .seconds(Int64(configuration.sessionTimeout) * 2)))
-                    try channel.pipeline.syncOperations.addHandler(RTSPConnectionHandler(server: self))
+                    try channel.pipeline.syncOperations.addHandler(makeConnectionHandler())
                 }
             }
             .bind(host: configuration.host, port: configuration.port).wait()
@@ -91,7 +101,12 @@ public final class RTSPService: Sendable {
         return server.localAddress?.port ?? configuration.port
     }
 
-    private func bindUDPPair() throws -> (Channel, Channel) {
+    /// The handler that serves one RTSP connection; `start` puts one on every accepted socket.
+    public func makeConnectionHandler() -> any ChannelHandler {
+        RTSPConnectionHandler(server: self)
+    }
+
+    private func bindUDPPair(group: MultiThreadedEventLoopGroup) throws -> (Channel, Channel) {
         func bind(_ port: Int) throws -> Channel {
             try DatagramBootstrap(group: group)
                 .channelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -175,7 +190,7 @@ public final class RTSPService: Sendable {
         try? state.server?.close().wait()
         try? state.rtp?.close().wait()
         try? state.rtcp?.close().wait()
-        try? group.syncShutdownGracefully()
+        try? eventLoops.withLock { group in defer { group = nil }; return group }?.syncShutdownGracefully()
     }
 }
 

@@ -113,6 +113,11 @@ public final class LiveLadderJob: @unchecked Sendable {
     private let arrivals = ArrivalTimes()
 
     /// A variant's media playlist, relative to `hlsDirectory`.
+    /// The largest picture the job decodes: 4× the top variant's area, so a publisher may send a
+    /// larger source than the top (it is scaled down) but an in-band SPS cannot make the decoder
+    /// allocate for 16384×16384.
+    var maximumDecodedPixels: Int { max(4 * ladder.top.width * ladder.top.height, 1920 * 1080) }
+
     public static func variantPlaylistPath(ladder: Ladder, level: Int) -> String {
         "\(ladder.name)_\(level)/\(HLSVariantWriter.playlistName)"
     }
@@ -312,7 +317,7 @@ public final class LiveLadderJob: @unchecked Sendable {
                 stream.parameters.sampleRate == track.parameters.sampleRate && stream.parameters.channelCount == track.parameters.channelCount ? track : nil
             }
         }
-        let decoder = try VideoDecoder(stream: video, threads: decoderThreads)
+        let decoder = try VideoDecoder(stream: video, threads: decoderThreads, maximumPixels: maximumDecodedPixels)
         var ingest = Ingest(source: source, video: video, audio: sessionAudio, decoder: decoder, pipelines: pipelines, grid: grid!,
                             started: .now(), progress: { [self] _ in refreshHints() }, cancellation: Cancellation(),
                             isLive: true, logger: logger)

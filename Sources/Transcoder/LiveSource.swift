@@ -17,11 +17,14 @@ public final class LiveSource: PacketReader, @unchecked Sendable {
     public static let videoTimeBase = Rational(1, 90000)
     /// Packets held for the ingest; ~8 s of 30 fps video with its audio.
     public static let capacity = 600
+    /// Bytes held for the ingest, whatever the packet count: ~10 s of a 25 Mbit/s publisher.
+    public static let capacityBytes = 32 * 1024 * 1024
     /// How long `read` waits before answering `.idle`.
     public static let pollInterval = 0.25
 
     private let condition = NSCondition()
     private var pending: [(packet: Packet, arrival: UInt64)] = []
+    private var pendingBytes = 0
     /// Ingest thread only: when the packet `read` returned last arrived.
     public private(set) var lastArrival: UInt64?
     private var head = 0
@@ -81,14 +84,16 @@ public final class LiveSource: PacketReader, @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         guard !ended else { return }
-        if pending.count - head >= Self.capacity { dropping = true }
+        let size = packet.size
+        if pending.count - head >= Self.capacity || pendingBytes + size > Self.capacityBytes { dropping = true }
         if dropping {
-            guard isVideo, packet.isKeyframe, pending.count - head < Self.capacity / 2 else {
+            guard isVideo, packet.isKeyframe, pending.count - head < Self.capacity / 2, pendingBytes + size <= Self.capacityBytes / 2 else {
                 if isVideo { dropped += 1 }
                 return
             }
             dropping = false
         }
+        pendingBytes += size
         pending.append((packet, DispatchTime.now().uptimeNanoseconds))
         condition.signal()
     }
@@ -117,6 +122,7 @@ public final class LiveSource: PacketReader, @unchecked Sendable {
         if head < pending.count {
             let (packet, arrival) = pending[head]
             lastArrival = arrival
+            pendingBytes -= packet.size
             head += 1
             if head > 256, head * 2 > pending.count {
                 pending.removeFirst(head)

@@ -97,6 +97,18 @@ import Testing
             ("SETUP \(node.url("live/steady_1"))/trackID=0 RTSP/1.0\r\nCSeq: 7\r\nTransport: RTP/SAVPF;unicast\r\n\r\n", 461),
             ("ANNOUNCE \(node.url("live/bad_1")) RTSP/1.0\r\nCSeq: 8\r\nContent-Type: application/sdp\r\nContent-Length: 5\r\n\r\nhello", 400),
             ("BREW \(node.url("live/steady_1")) RTSP/1.0\r\nCSeq: 9\r\n\r\n", 501),
+            // Each of these once crashed the whole node (a trap in a parser).
+            ("OPTIONS \(node.url("live/steady_1")) RTSP/1.0\r\nCSeq: 10\r\nSession: \r\n\r\n", 454),
+            ("OPTIONS \(node.url("live/steady_1")) RTSP/1.0\r\nCSeq: 11\r\nSession: ;;\r\n\r\n", 454),
+            ("SETUP \(node.url("live/steady_1"))/trackID=0 RTSP/1.0\r\nCSeq: 12\r\nTransport: RTP/AVP/TCP; ;=;=5;;interleaved\r\n\r\n", 200),
+            ("SETUP \(node.url("live/steady_1"))/trackID=0 RTSP/1.0\r\nCSeq: 13\r\nTransport: ,, ; ,RTP/AVP;;\r\n\r\n", 461),
+            (Self.announce(node.url("live/bad_2"), cseq: 14, sdp: "v=0\r\na=\r\na=:\r\nm=video 0 RTP/AVP 96\r\na=rtpmap:96 H264/90000\r\n"), 200),
+            (Self.announce(node.url("live/bad_3"), cseq: 15, sdp: "v=0\r\nm=video / RTP/AVP 96\r\n"), 400),
+            (Self.announce(node.url("live/bad_4"), cseq: 16, sdp: "v=0\r\nm=\r\n"), 400),
+            (Self.announce(node.url("live/bad_5"), cseq: 17, sdp: "v=0\r\nm=video 0 RTP/AVP 96\r\na=rtpmap:96 H264/90000\r\na=framerate:1e308\r\n"), 400),
+            (Self.announce(node.url("live/bad_6"), cseq: 18, sdp: "v=0\r\nm=video 0 RTP/AVP 96\r\na=rtpmap:96 H264/90000\r\nm=audio 0 RTP/AVP 97\r\na=rtpmap:97 MPEG4-GENERIC/0/2\r\n"), 400),
+            (Self.announce(node.url("live/bad_7"), cseq: 19, sdp: "v=0\r\n" + String(repeating: "m=video 0 RTP/AVP 96\r\na=rtpmap:96 H264/90000\r\n", count: 200)), 400),
+            (String(repeating: "\r\n", count: 200_000) + "OPTIONS \(node.url("live/steady_1")) RTSP/1.0\r\nCSeq: 20\r\n\r\n", 200),
         ]
         for (request, expected) in cases {
             let client = try RawRTSPClient(port: node.port)
@@ -123,6 +135,10 @@ import Testing
         #expect(player.terminationStatus == 0)
         let frames = try MediaProbe.videoStream(recording).frames
         #expect(frames >= 150, "the player got \(frames) frames in 6 s")
+    }
+
+    static func announce(_ url: String, cseq: Int, sdp: String) -> String {
+        "ANNOUNCE \(url) RTSP/1.0\r\nCSeq: \(cseq)\r\nContent-Type: application/sdp\r\nContent-Length: \(sdp.utf8.count)\r\n\r\n\(sdp)"
     }
 
     /// A player that stops reading only hurts itself: it skips to later IDRs, others get everything.

@@ -40,11 +40,6 @@ final class TestNode {
     }
 }
 
-struct RelayEverything: PublishPolicy {
-    let registry: StreamRegistry
-    func decide(_ request: PublishRequest) -> PublishDecision { .accept(RelaySink(stream: registry.stream(request.path))) }
-}
-
 struct RefuseEverything: PublishPolicy {
     func decide(_ request: PublishRequest) -> PublishDecision { .refuse(status: 404, reason: "\(request.path) is not provisioned") }
 }

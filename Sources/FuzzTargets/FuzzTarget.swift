@@ -1,0 +1,197 @@
+import Foundation
+import MediaCore
+import NIOCore
+import NIOEmbedded
+import RTSP
+import RTSPServer
+import Transcoder
+
+/// Every parser that takes bytes from the network or an API client, as one entry point each.
+/// libFuzzer drives them through `abr-fuzz` (built with `-sanitize=fuzzer`); the test suite replays
+/// the committed corpus and seeded mutations through the same functions. A target returns normally
+/// for every input: a trap, an unbounded recursion or allocation is the bug being looked for.
+public enum FuzzTarget: String, CaseIterable, Sendable {
+    case rtspMessage = "rtsp-message"
+    case transport
+    case sdp
+    case rtp
+    case rtcp
+    case h264Depacketizer = "h264-depacketizer"
+    case aacDepacketizer = "aac-depacketizer"
+    case reorderBuffer = "reorder-buffer"
+    case sps
+    case sprop
+    case provision
+    case hlsPath = "hls-path"
+    case rtspConnection = "rtsp-connection"
+
+    public func run(_ bytes: [UInt8]) {
+        switch self {
+        case .rtspMessage: Self.rtspMessage(bytes)
+        case .transport: _ = RTSPTransport.parseAlternatives(String(decoding: bytes, as: UTF8.self)).map(\.headerValue)
+        case .sdp: Self.sdp(bytes)
+        case .rtp: Self.rtp(bytes)
+        case .rtcp: _ = RTCPPacket.parseCompound(ByteBuffer(bytes: bytes))
+        case .h264Depacketizer: Self.h264(bytes)
+        case .aacDepacketizer: Self.aac(bytes)
+        case .reorderBuffer: Self.reorder(bytes)
+        case .sps: Self.sps(bytes)
+        case .sprop: Self.sprop(bytes)
+        case .provision: Self.provision(bytes)
+        case .hlsPath: Self.hlsPath(bytes)
+        case .rtspConnection: Self.rtspConnection(bytes)
+        }
+    }
+
+    // MARK: - Targets
+
+    /// The first byte chooses how the input is cut into reads, as TCP would deliver it.
+    static func rtspMessage(_ bytes: [UInt8]) {
+        guard let first = bytes.first else { return }
+        let parser = RTSPMessageParser()
+        var buffer = ByteBuffer()
+        for chunk in bytes.dropFirst().chunks(of: Int(first % 32) + 1) {
+            buffer.writeBytes(chunk)
+            do {
+                while let item = try parser.parse(&buffer) {
+                    if case let .request(request) = item {
+                        var out = ByteBuffer()
+                        request.write(to: &out)
+                        _ = request.headers.sessionID
+                    }
+                }
+            } catch {
+                return
+            }
+        }
+    }
+
+    static func sdp(_ bytes: [UInt8]) {
+        guard let description = try? SessionDescription.parse(String(decoding: bytes, as: UTF8.self)) else { return }
+        _ = description.render()
+        try? description.validateForPublishing(maximumPixels: 4096 * 2304)
+        for media in description.media { _ = (media.aacConfig, media.frameRate, media.spropSPS) }
+    }
+
+    static func rtp(_ bytes: [UInt8]) {
+        guard let packet = try? RTPPacket(parsing: ByteBuffer(bytes: bytes)) else { return }
+        var out = ByteBuffer()
+        packet.write(to: &out)
+    }
+
+    /// Packets framed as `length(1) bytes...`, so one input is a sequence of RTP packets.
+    static func packets(_ bytes: [UInt8]) -> [RTPPacket] {
+        var packets: [RTPPacket] = []
+        var rest = bytes[...]
+        while let length = rest.first {
+            rest = rest.dropFirst()
+            let body = rest.prefix(Int(length))
+            rest = rest.dropFirst(body.count)
+            if let packet = try? RTPPacket(parsing: ByteBuffer(bytes: body)) { packets.append(packet) }
+        }
+        return packets
+    }
+
+    static func h264(_ bytes: [UInt8]) {
+        var depacketizer = H264Depacketizer()
+        for (index, packet) in packets(bytes).enumerated() {
+            for unit in depacketizer.push(packet, lostBefore: index % 7 == 6) {
+                _ = unit.annexB
+                if let sps = unit.nalUnits.first(where: { ($0.first ?? 0) & 0x1F == 7 }) { _ = H264SPS(sps) }
+            }
+        }
+    }
+
+    static func aac(_ bytes: [UInt8]) {
+        var depacketizer = AACDepacketizer()
+        for packet in packets(bytes) { _ = depacketizer.push(packet) }
+    }
+
+    /// Two bytes a packet: its sequence number, so the input is an arrival order.
+    static func reorder(_ bytes: [UInt8]) {
+        var buffer = RTPReorderBuffer(capacity: 16)
+        var statistics = ReceptionStatistics()
+        var index = 0
+        while index + 1 < bytes.count {
+            let sequence = UInt16(bytes[index]) << 8 | UInt16(bytes[index + 1])
+            let packet = RTPPacket(marker: false, payloadType: 96, sequenceNumber: sequence, timestamp: UInt32(index), ssrc: 1, payload: ByteBuffer())
+            statistics.record(packet, arrival: Double(index), clockRate: 90000)
+            _ = buffer.push(packet)
+            index += 2
+        }
+        _ = statistics.reportBlock()
+    }
+
+    static func sps(_ bytes: [UInt8]) {
+        guard let sps = H264SPS(bytes) else { return }
+        _ = (sps.reorderDepth, H264.codecString(sps: bytes))
+    }
+
+    static func sprop(_ bytes: [UInt8]) {
+        let sets = H264.parameterSets(fromSprop: String(decoding: bytes, as: UTF8.self))
+        for set in sets { _ = H264SPS(set) }
+        _ = H264.sprop(sets)
+        _ = H264.parameterSets(fromExtradata: bytes)
+        _ = H264.annexBUnits(bytes)
+        _ = H264.lengthPrefixedUnits(bytes)
+    }
+
+    static func provision(_ bytes: [UInt8]) {
+        _ = try? ProvisionParser.parse(bytes)
+        _ = try? ProvisionParser.parse(bytes, streamGuid: "live/fuzz")
+    }
+
+    /// A fixed tree with a playlist, a segment, a hidden file and a symbolic link out of it.
+    static let hlsRoot: HLSFiles = {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("abr-fuzz-hls-\(getpid())")
+        let variant = root.appendingPathComponent("live/a_1")
+        try? FileManager.default.createDirectory(at: variant, withIntermediateDirectories: true)
+        for name in ["index.m3u8", "seg1.m4s", "init.mp4", ".hidden.m3u8"] {
+            FileManager.default.createFile(atPath: variant.appendingPathComponent(name).path, contents: Data("x".utf8))
+        }
+        try? FileManager.default.createSymbolicLink(atPath: root.appendingPathComponent("live/out").path, withDestinationPath: "/etc")
+        return HLSFiles(root: root)
+    }()
+
+    static func hlsPath(_ bytes: [UInt8]) {
+        let path = String(decoding: bytes, as: UTF8.self)
+        guard let file = hlsRoot.resolve(rawPath: path[...]) else { return }
+        // Whatever resolves must lie inside the root.
+        precondition(file.url.standardizedFileURL.path.hasPrefix(hlsRoot.root.path + "/"), "\(path) escaped to \(file.url.path)")
+    }
+
+    /// A whole RTSP connection, in-process: the server's own handler on an embedded channel,
+    /// fed the input in TCP-sized reads, with the relay policy (any path may publish).
+    static func rtspConnection(_ bytes: [UInt8]) {
+        guard let first = bytes.first else { return }
+        let registry = StreamRegistry()
+        var configuration = RTSPService.Configuration()
+        configuration.maximumSessions = 4
+        let service = RTSPService(configuration: configuration, registry: registry, policy: RelayEverything(registry: registry))
+        let channel = EmbeddedChannel(handler: service.makeConnectionHandler())
+        for chunk in bytes.dropFirst().chunks(of: Int(first) * 8 + 1) {
+            guard channel.isActive else { break }
+            try? channel.writeInbound(ByteBuffer(bytes: chunk))
+            while (try? channel.readOutbound(as: ByteBuffer.self)) ?? nil != nil {}
+        }
+        _ = try? channel.finish()
+        service.shutdown()
+    }
+
+    /// Inputs a target starts from: real exchanges captured from ffmpeg 5.1 and GStreamer 1.22.
+    public var corpusDirectory: String { rawValue }
+}
+
+extension Collection {
+    /// Consecutive pieces of at most `size` elements.
+    func chunks(of size: Int) -> [SubSequence] {
+        var pieces: [SubSequence] = []
+        var start = startIndex
+        while start != endIndex {
+            let end = index(start, offsetBy: size, limitedBy: endIndex) ?? endIndex
+            pieces.append(self[start..<end])
+            start = end
+        }
+        return pieces
+    }
+}
