@@ -24,6 +24,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case provision
     case hlsPath = "hls-path"
     case rtspConnection = "rtsp-connection"
+    case rtspAuthorization = "rtsp-authorization"
 
     public func run(_ bytes: [UInt8]) {
         switch self {
@@ -40,6 +41,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .provision: Self.provision(bytes)
         case .hlsPath: Self.hlsPath(bytes)
         case .rtspConnection: Self.rtspConnection(bytes)
+        case .rtspAuthorization: Self.rtspAuthorization(bytes)
         }
     }
 
@@ -158,6 +160,14 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         guard let file = hlsRoot.resolve(rawPath: path[...]) else { return }
         // Whatever resolves must lie inside the root.
         precondition(file.url.standardizedFileURL.path.hasPrefix(hlsRoot.root.path + "/"), "\(path) escaped to \(file.url.path)")
+    }
+
+    static let authenticator = RTSPAuthenticator(secret: "fuzz", nonceLifetime: 1 << 40)
+
+    static func rtspAuthorization(_ bytes: [UInt8]) {
+        let header = String(decoding: bytes, as: UTF8.self)
+        _ = RTSPAuthorization(parsing: header)
+        _ = authenticator.verify(header, method: "ANNOUNCE", credentials: StreamCredentials(username: "user", password: "pass"), now: 1 << 32)
     }
 
     /// A whole RTSP connection, in-process: the server's own handler on an embedded channel,

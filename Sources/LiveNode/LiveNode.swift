@@ -129,6 +129,10 @@ public final class LiveNode: PublishPolicy, Sendable {
 
     // MARK: PublishPolicy
 
+    public func publisherCredentials(for path: String) -> StreamCredentials? {
+        state.withLock { $0.ladders.values.first { $0.top.streamGuid == path }?.publisherCredentials }
+    }
+
     public func decide(_ request: PublishRequest) -> PublishDecision {
         let ladder = state.withLock { $0.ladders.values.first { $0.top.streamGuid == request.path } }
         if let ladder {

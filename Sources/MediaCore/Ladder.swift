@@ -25,10 +25,13 @@ public struct Ladder: Sendable, Hashable, Codable {
     /// The provision's own guid, e.g. `live/stream1`; variants are `<streamGuid>_<level>`.
     public var streamGuid: String
     public var variants: [Variant]
+    /// What the top variant's publisher must authenticate with; nil lets anyone publish it.
+    public var publisherCredentials: StreamCredentials?
 
-    public init(streamGuid: String, variants: [Variant]) {
+    public init(streamGuid: String, variants: [Variant], publisherCredentials: StreamCredentials? = nil) {
         self.streamGuid = streamGuid
         self.variants = variants.sorted { $0.level < $1.level }
+        self.publisherCredentials = publisherCredentials
     }
 
     public var top: Variant { variants[0] }

@@ -73,7 +73,8 @@ public enum ProvisionParser {
             }
             problems.checkCount(streams.count, path: "\(path).streams")
         }
-        return try problems.finish(topGuid: topGuid, drafts: drafts)
+        let credentials = problems.credentials(value["credentials"], path: "\(path).credentials")
+        return try problems.finish(topGuid: topGuid, drafts: drafts, credentials: credentials)
     }
 
     static func parseStreamManager1(_ value: JSONValue, streamGuid override: String?) throws(ProvisionError) -> Ladder {
@@ -131,7 +132,8 @@ public enum ProvisionParser {
                 }
             }
         }
-        return try problems.finish(topGuid: topGuid, drafts: drafts)
+        let credentials = problems.credentials(meta["authentication"], path: "meta.authentication")
+        return try problems.finish(topGuid: topGuid, drafts: drafts, credentials: credentials)
     }
 
     /// `stream1_3` → `stream1`.
@@ -243,7 +245,41 @@ private struct Problems {
         }
     }
 
-    mutating func finish(topGuid: String?, drafts: [VariantDraft]) throws(ProvisionError) -> Ladder {
+    /// `{"username": ..., "password": ...}`; absent, null or both empty means no authentication
+    /// (SM 1.0 sends empty strings for that).
+    mutating func credentials(_ value: JSONValue?, path: String) -> StreamCredentials? {
+        switch value {
+        case nil, .null?: return nil
+        case .object?: break
+        case let other?:
+            add(path, "expected an object with username and password (got \(other.shortDescription))")
+            return nil
+        }
+        var fields: [String] = []
+        for key in ["username", "password"] {
+            let fieldPath = "\(path).\(key)"
+            switch value?[key] {
+            case nil, .null?: fields.append("")
+            case let .string(text)?:
+                if text.utf8.count > 255 {
+                    add(fieldPath, "must be at most 255 bytes (got \(text.utf8.count))")
+                } else if text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F || $0 == "\"" || $0 == "\\" }) {
+                    add(fieldPath, "must not contain control characters, '\"' or '\\'")
+                } else if key == "username", text.contains(":") {
+                    add(fieldPath, "must not contain ':' (RTSP Basic authentication separates user and password with it)")
+                }
+                fields.append(text)
+            case let other?:
+                add(fieldPath, "expected a string (got \(other.shortDescription))")
+                fields.append("")
+            }
+        }
+        if fields[0].isEmpty, fields[1].isEmpty { return nil }
+        if fields[0].isEmpty { add("\(path).username", "must not be empty when a password is set") }
+        return StreamCredentials(username: fields[0], password: fields[1])
+    }
+
+    mutating func finish(topGuid: String?, drafts: [VariantDraft], credentials: StreamCredentials?) throws(ProvisionError) -> Ladder {
         var seenLevels: [Int: String] = [:]
         for draft in drafts {
             if let level = draft.level {
@@ -299,6 +335,6 @@ private struct Problems {
             }
         }
         guard list.isEmpty else { throw error }
-        return Ladder(streamGuid: topGuid, variants: variants)
+        return Ladder(streamGuid: topGuid, variants: variants, publisherCredentials: credentials)
     }
 }

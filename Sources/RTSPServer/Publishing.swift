@@ -28,7 +28,13 @@ public enum PublishDecision: Sendable {
 
 /// Decides who may publish what: the live node maps provisioned streams to jobs.
 public protocol PublishPolicy: Sendable {
+    /// What a publisher of `path` must authenticate with before `decide` is asked; nil for nobody.
+    func publisherCredentials(for path: String) -> StreamCredentials?
     func decide(_ request: PublishRequest) -> PublishDecision
+}
+
+extension PublishPolicy {
+    public func publisherCredentials(for path: String) -> StreamCredentials? { nil }
 }
 
 /// Lets anyone publish any path and relays it unchanged: for tests and fuzzing, never a node's policy.

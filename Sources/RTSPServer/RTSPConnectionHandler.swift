@@ -15,6 +15,11 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
     private var buffer: ByteBuffer?
     private var ownedSessions: Set<String> = []
     private var logger: Logger
+    /// The address this connection was counted under, once admitted.
+    private var admittedAddress: String?
+    /// Reading stops while the client does not read our answers (the socket is not writable),
+    /// so a client that only sends cannot make the node queue replies without bound.
+    private var pausedForWritability = false
 
     init(server: RTSPService) {
         self.server = server
@@ -24,17 +29,39 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
 
     func channelActive(context: ChannelHandlerContext) {
         logger[metadataKey: "rtsp.peer"] = "\(context.remoteAddress?.description ?? "?")"
+        let address = context.remoteAddress?.ipAddress ?? "?"
+        guard server.admitConnection(from: address) else {
+            logger.warning("connection refused: too many connections", metadata: ["rtsp.address": "\(address)"])
+            reply(context: context, RTSPResponse(status: 503, headers: ["Connection": "close"], body: Array("too many connections\n".utf8)), cseq: nil)
+            context.close(promise: nil)
+            return
+        }
+        admittedAddress = address
         context.fireChannelActive()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard admittedAddress != nil else { return }
         var incoming = unwrapInboundIn(data)
         if buffer == nil {
             buffer = incoming
         } else {
             buffer!.writeBuffer(&incoming)
         }
-        while var current = buffer, current.readableBytes > 0 {
+        processBuffer(context: context)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if pausedForWritability, context.channel.isWritable {
+            pausedForWritability = false
+            context.channel.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in }
+            processBuffer(context: context)
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    private func processBuffer(context: ChannelHandlerContext) {
+        while !pausedForWritability, var current = buffer, current.readableBytes > 0 {
             let item: RTSPInbound?
             do {
                 item = try parser.parse(&current)
@@ -52,6 +79,10 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
                 let response = handle(request, context: context)
                 reply(context: context, response.response, cseq: request.cseq)
                 response.after?()
+                if !context.channel.isWritable {
+                    pausedForWritability = true
+                    context.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in }
+                }
             case let .interleaved(channel, payload):
                 receiveInterleaved(channel: channel, payload: payload)
             case .response:
@@ -62,6 +93,10 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        if let admittedAddress {
+            server.releaseConnection(from: admittedAddress)
+            self.admittedAddress = nil
+        }
         for id in ownedSessions {
             if let session = server.sessions.session(id) {
                 session.end(reason: "connection closed", registry: server.registry)
@@ -172,8 +207,22 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
         return ["Session": "\(session.id);timeout=\(server.configuration.sessionTimeout)"]
     }
 
+    /// nil when `request` proves `credentials` (or none are required); otherwise the 401 to send.
+    private func unauthorized(_ request: RTSPRequest, credentials: StreamCredentials?, path: String) -> Outcome? {
+        guard let credentials else { return nil }
+        let now = DispatchTimeNow() / 1_000_000_000
+        if server.authenticator.verify(request.headers["Authorization"], method: request.method, credentials: credentials, now: now) { return nil }
+        if request.headers["Authorization"] != nil {
+            logger.warning("authentication failed", metadata: ["stream.guid": "\(path)", "method": "\(request.method)"])
+        }
+        var headers = RTSPHeaders()
+        for challenge in server.authenticator.challenges(now: now) { headers.add("WWW-Authenticate", challenge) }
+        return Outcome(response: RTSPResponse(status: 401, headers: headers, body: Array("\(request.method) \(path) needs credentials\n".utf8)))
+    }
+
     private func describe(_ request: RTSPRequest) -> Outcome {
         guard let path = RTSPURL.path(of: request.uri) else { return Outcome(response: RTSPResponse(status: 400)) }
+        if let refusal = unauthorized(request, credentials: server.configuration.playerCredentials, path: path) { return refusal }
         guard let stream = server.registry.existingStream(path), stream.isPlayable, let sdp = stream.sessionDescription() else {
             return Outcome(response: RTSPResponse(status: 404, body: Array("no stream is playing at \(path)\n".utf8)))
         }
@@ -184,6 +233,7 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
 
     private func announce(_ request: RTSPRequest, context: ChannelHandlerContext) -> Outcome {
         guard let path = RTSPURL.path(of: request.uri), !path.isEmpty else { return Outcome(response: RTSPResponse(status: 400)) }
+        if let refusal = unauthorized(request, credentials: server.policy.publisherCredentials(for: path), path: path) { return refusal }
         guard (request.headers["Content-Type"] ?? "application/sdp").lowercased().hasPrefix("application/sdp") else {
             return Outcome(response: RTSPResponse(status: 415))
         }
@@ -213,9 +263,9 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
                 state.sink = sink
                 state.tracks = description.media.map(IncomingTrack.init)
             }
-            guard server.sessions.insert(session, limit: server.configuration.maximumSessions) else {
+            guard server.sessions.insert(session, limit: server.configuration.maximumPublishers) else {
                 server.registry.releasePublisher(path)
-                return Outcome(response: RTSPResponse(status: 503, body: Array("too many sessions\n".utf8)))
+                return Outcome(response: RTSPResponse(status: 503, body: Array("too many publishers\n".utf8)))
             }
             ownedSessions.insert(session.id)
             logger.info("publisher announced", metadata: ["stream.guid": "\(path)", "session": "\(session.id)"])
@@ -235,13 +285,14 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
         } else {
             // A player's first SETUP opens its session on the stream the URL names.
             let path = RTSPURL.stripControl(urlPath)
+            if let refusal = unauthorized(request, credentials: server.configuration.playerCredentials, path: path) { return refusal }
             guard let stream = server.registry.existingStream(path), stream.isPlayable else {
                 return Outcome(response: RTSPResponse(status: 404))
             }
             session = ServerSession(id: SessionTable.newIdentifier(), path: path, role: .player, connection: context.channel)
             session.state.withLock { $0.stream = stream }
             guard server.sessions.insert(session, limit: server.configuration.maximumSessions) else {
-                return Outcome(response: RTSPResponse(status: 503))
+                return Outcome(response: RTSPResponse(status: 503, body: Array("too many players\n".utf8)))
             }
             ownedSessions.insert(session.id)
         }

@@ -1,5 +1,6 @@
 import Dispatch
 import Logging
+import MediaCore
 import NIOCore
 import NIOPosix
 import RTSP
@@ -15,7 +16,17 @@ public final class RTSPService: Sendable {
         public var rtpPort = 0
         /// Seconds without a request or media before a session ends.
         public var sessionTimeout = 60
+        /// Player sessions at once.
         public var maximumSessions = 256
+        /// Publisher sessions at once, counted apart from players so viewers cannot crowd out publishers.
+        public var maximumPublishers = 64
+        /// TCP connections at once, and from one IP address.
+        public var maximumConnections = 1024
+        public var maximumConnectionsPerAddress = 64
+        /// Seconds an announced publisher has to send RECORD before its stream is released.
+        public var announceTimeout = 10
+        /// When set, DESCRIBE and player SETUP require these (Digest or Basic).
+        public var playerCredentials: StreamCredentials?
         public var limits = RTSPMessageParser.Limits()
         /// Bytes a player may have queued before it alone skips to the next IDR.
         public var playerBacklogLimit = 4 * 1024 * 1024
@@ -33,6 +44,8 @@ public final class RTSPService: Sendable {
     let policy: any PublishPolicy
     let logger: Logger
     let sessions = SessionTable()
+    let authenticator = RTSPAuthenticator(secret: RTSPAuthenticator.randomSecret())
+    private let connections = Mutex<(total: Int, byAddress: [String: Int])>((0, [:]))
     private let threads: Int
     /// Made by `start`, so a service that only handles connections given to it (tests, fuzzing) owns no threads.
     private let eventLoops = Mutex<MultiThreadedEventLoopGroup?>(nil)
@@ -65,6 +78,27 @@ public final class RTSPService: Sendable {
     }
 
     public var sessionCount: Int { sessions.count }
+
+    /// Counts a new connection in; false when the node or that address is at its limit.
+    func admitConnection(from address: String) -> Bool {
+        connections.withLock { state in
+            let fromAddress = state.byAddress[address, default: 0]
+            guard state.total < configuration.maximumConnections, fromAddress < configuration.maximumConnectionsPerAddress else { return false }
+            state.total += 1
+            state.byAddress[address] = fromAddress + 1
+            return true
+        }
+    }
+
+    func releaseConnection(from address: String) {
+        connections.withLock { state in
+            state.total -= 1
+            let left = state.byAddress[address, default: 1] - 1
+            state.byAddress[address] = left > 0 ? left : nil
+        }
+    }
+
+    public var connectionCount: Int { connections.withLock { $0.total } }
 
     /// Binds the RTSP port and the UDP pair; returns the RTSP port.
     @discardableResult
@@ -159,9 +193,19 @@ public final class RTSPService: Sendable {
 
     private func expireSessions() {
         let limit = UInt64(configuration.sessionTimeout) * 1_000_000_000
-        for session in sessions.all where session.idleNanoseconds > limit {
-            logger.info("session timed out", metadata: ["session": "\(session.id)", "stream.guid": "\(session.path)"])
-            session.end(reason: "session timeout", registry: registry)
+        let recordLimit = UInt64(configuration.announceTimeout) * 1_000_000_000
+        for session in sessions.all {
+            let reason: String
+            if session.idleNanoseconds > limit {
+                reason = "session timeout"
+            } else if session.isAnnouncedWithoutRecord(for: recordLimit) {
+                // An ANNOUNCE holds the stream: one that never records must not hold it for a whole session timeout.
+                reason = "no RECORD within \(configuration.announceTimeout) s of ANNOUNCE"
+            } else {
+                continue
+            }
+            logger.info("session ended: \(reason)", metadata: ["session": "\(session.id)", "stream.guid": "\(session.path)"])
+            session.end(reason: reason, registry: registry)
             sessions.remove(session.id)
         }
     }

@@ -12,6 +12,7 @@ final class ServerSession: Sendable {
     /// The RTSP connection that created the session; interleaved media uses it.
     let connection: Channel
     let remoteAddress: SocketAddress?
+    let created = DispatchTime.now().uptimeNanoseconds
     let state: Mutex<State>
 
     struct State {
@@ -43,6 +44,11 @@ final class ServerSession: Sendable {
 
     func touch() {
         state.withLock { $0.lastActivity = DispatchTime.now().uptimeNanoseconds }
+    }
+
+    /// A publisher that announced longer ago than `nanoseconds` and has not sent RECORD.
+    func isAnnouncedWithoutRecord(for nanoseconds: UInt64) -> Bool {
+        role == .publisher && DispatchTime.now().uptimeNanoseconds &- created > nanoseconds && state.withLock { $0.recordStarted == nil }
     }
 
     var idleNanoseconds: UInt64 {
@@ -145,9 +151,10 @@ final class SessionTable: Sendable {
 
     var count: Int { state.withLock { $0.sessions.count } }
 
+    /// Adds a session unless its role is at its limit (publishers and players are counted apart).
     func insert(_ session: ServerSession, limit: Int) -> Bool {
         state.withLock { state in
-            guard state.sessions.count < limit else { return false }
+            guard state.sessions.values.lazy.filter({ $0.role == session.role }).count < limit else { return false }
             state.sessions[session.id] = session
             return true
         }

@@ -20,8 +20,17 @@ struct Serve: AsyncParsableCommand {
         (turns on the Stream Manager 1.0 meta API).
         """)
 
-    @Option(help: "Address to listen on (RTSP and HTTP).")
+    @Option(help: "Address to listen on for RTSP (and HTTP unless --http-host is given).")
     var host = "127.0.0.1"
+
+    @Option(help: "Address the HTTP control plane, HLS and status page listen on (default: --host).")
+    var httpHost: String?
+
+    @Option(help: "TCP connections the RTSP server accepts at once.")
+    var maxConnections = 1024
+
+    @Option(help: "TCP connections the RTSP server accepts at once from one IP address.")
+    var maxConnectionsPerAddress = 64
 
     @Option(help: "RTSP port for publishers and players; 0 picks a free one.")
     var rtspPort = 8554
@@ -74,6 +83,9 @@ struct Serve: AsyncParsableCommand {
         }
         if let capacityCores, !(capacityCores > 0) { throw ValidationError("--capacity-cores must be above 0 (got \(capacityCores))") }
         guard maxLoad > 0, maxLoad <= 1 else { throw ValidationError("--max-load must be above 0 and at most 1 (got \(maxLoad))") }
+        guard maxConnections >= 1, maxConnectionsPerAddress >= 1 else {
+            throw ValidationError("--max-connections and --max-connections-per-address must be at least 1")
+        }
         guard tokenLifetime >= 10 else { throw ValidationError("--token-lifetime must be at least 10 seconds (got \(tokenLifetime))") }
         if let publishLoop, !FileManager.default.isReadableFile(atPath: publishLoop) {
             throw ValidationError("--publish-loop: cannot read \(publishLoop)")
@@ -128,6 +140,12 @@ struct Serve: AsyncParsableCommand {
         rtsp.host = host
         rtsp.port = rtspPort
         rtsp.rtpPort = rtpPort
+        rtsp.maximumConnections = maxConnections
+        rtsp.maximumConnectionsPerAddress = maxConnectionsPerAddress
+        // Players authenticate only when the operator sets both (kept out of argv, which `ps` shows).
+        if let user = environment["ABR_WORKER_PLAYER_USER"], !user.isEmpty {
+            rtsp.playerCredentials = StreamCredentials(username: user, password: environment["ABR_WORKER_PLAYER_PASSWORD"] ?? "")
+        }
         let rtspService = RTSPService(configuration: rtsp, registry: registry, policy: plane.node)
         let rtspPort: Int
         do {
@@ -146,10 +164,12 @@ struct Serve: AsyncParsableCommand {
             if credentials.generated.contains("ABR_WORKER_JWT_SECRET") { lines.append("  JWT signing secret generated") }
             FileHandle.standardOutput.write(Data((lines.joined(separator: "\n") + "\n").utf8))
         }
-        let host = host
-        let publishTarget = publishLoop.flatMap { file in plane.node.ladders.first.map { (file, "\(rtspBase)/\($0.top.streamGuid)") } }
-        let http = HTTPAPI.makeApplication(plane, host: host, port: httpPort) { port in
-            let base = "http://\(host):\(port)"
+        let httpHost = httpHost ?? host
+        let publishTarget = publishLoop.flatMap { file in
+            plane.node.ladders.first.map { ladder in (file, Self.publishURL(rtspHost: host, port: rtspPort, ladder: ladder)) }
+        }
+        let http = HTTPAPI.makeApplication(plane, host: httpHost, port: httpPort) { port in
+            let base = "http://\(httpHost):\(port)"
             var lines = ["HTTP: \(base)/  (status page)   API: \(base)/as/v1/...   metrics: \(base)/metrics",
                          "RTSP: \(rtspBase)/<stream guid>"]
             for ladder in plane.node.ladders {
@@ -173,6 +193,18 @@ struct Serve: AsyncParsableCommand {
         // finish (segments, playlists, sessions), and last the store is flushed and closed.
         let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
+    }
+
+    /// Where the demo publisher sends the ladder's top, with the provision's publisher credentials
+    /// in the URL as ffmpeg takes them (`rtsp://user:pass@host/...`).
+    static func publishURL(rtspHost: String, port: Int, ladder: Ladder) -> String {
+        var userInfo = ""
+        if let credentials = ladder.publisherCredentials {
+            let allowed = CharacterSet.alphanumerics.union(CharacterSet(charactersIn: "-._~"))
+            let encode = { (text: String) in text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text }
+            userInfo = "\(encode(credentials.username)):\(encode(credentials.password))@"
+        }
+        return "rtsp://\(userInfo)\(rtspHost):\(port)/\(ladder.top.streamGuid)"
     }
 
     /// A provision file given with `--provision` is stored like one posted to the API.
@@ -270,7 +302,9 @@ struct LoopPublisher: Service {
                 logger.error("cannot start ffmpeg for --publish-loop: \(error)")
                 return
             }
-            logger.info("publishing \(file) to \(url) in a loop")
+            // The URL may carry the publisher's password: the log gets it without.
+            let shown = url.replacingOccurrences(of: #"//[^/@]*@"#, with: "//***@", options: .regularExpression)
+            logger.info("publishing \(file) to \(shown) in a loop")
             await withGracefulShutdownHandler {
                 while process.isRunning && !Task.isShuttingDownGracefully {
                     try? await Task.sleep(for: .milliseconds(200))

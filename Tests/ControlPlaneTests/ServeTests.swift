@@ -125,7 +125,8 @@ import TestSupport
         let capacity = try #require(try node.http("GET", "/v1/capacity").json as? [String: Any])
         #expect(capacity["acceptsJob"] as? Bool == false)
         #expect((capacity["reason"] as? String)?.contains("over capacity") == true)
-        let refused = try Self.publish("\(node.rtspBase)/live/stream1_1", seconds: 2)
+        // With the provision's publisher credentials: the refusal must be for capacity, not for authentication.
+        let refused = try Self.publish(node.rtspBase.replacingOccurrences(of: "rtsp://", with: "rtsp://user:pass@") + "/live/stream1_1", seconds: 2)
         #expect(refused.status != 0)
         #expect(refused.stderr.contains("503"), "\(refused.stderr)")
         #expect(node.jobState("live/stream1") == "waitingForPublisher")

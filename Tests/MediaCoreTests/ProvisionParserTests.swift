@@ -136,3 +136,42 @@ func provisionFixture(_ name: String) throws -> Data {
         #expect((try? JSONReader.parse(String(repeating: "[", count: 64) + String(repeating: "]", count: 64))) != nil)
     }
 }
+
+@Suite struct ProvisionCredentialsTests {
+    static func sm2(_ credentials: String) -> String {
+        """
+        [{"streamGuid":"live/s","credentials":\(credentials),"streams":[{"streamGuid":"live/s_1","abrLevel":1,"videoParams":{"videoBitRate":1000000,"videoWidth":640,"videoHeight":360}}]}]
+        """
+    }
+
+    @Test func sm2CredentialsBecomeTheLaddersPublisherCredentials() throws {
+        let ladder = try ProvisionParser.parse(Array(Self.sm2(#"{"username":"cam","password":"secret"}"#).utf8))
+        #expect(ladder.publisherCredentials == StreamCredentials(username: "cam", password: "secret"))
+        #expect("\(ladder.publisherCredentials!)" == "cam:***", "a password is never printed")
+    }
+
+    @Test(arguments: [#"null"#, #"{}"#, #"{"username":"","password":""}"#])
+    func absentOrEmptyCredentialsMeanAnOpenStream(_ credentials: String) throws {
+        #expect(try ProvisionParser.parse(Array(Self.sm2(credentials).utf8)).publisherCredentials == nil)
+    }
+
+    @Test(arguments: [(#""user:pass""#, "credentials", "expected an object"), (#"{"username":"a:b","password":"x"}"#, "credentials.username", "':'"),
+                      (#"{"username":"","password":"x"}"#, "credentials.username", "must not be empty"),
+                      (#"{"username":5,"password":"x"}"#, "credentials.username", "expected a string"),
+                      (#"{"username":"a","password":"x\"y"}"#, "credentials.password", "control characters")])
+    func badCredentialsAreErrorsWithTheirPath(_ credentials: String, _ path: String, _ words: String) {
+        do {
+            _ = try ProvisionParser.parse(Array(Self.sm2(credentials).utf8))
+            Issue.record("accepted \(credentials)")
+        } catch {
+            #expect(error.problems.contains { $0.path == "provision[0].\(path)" && $0.message.contains(words) }, "\(error)")
+        }
+    }
+
+    @Test func sm1AuthenticationIsReadToo() throws {
+        let document = #"{"meta":{"authentication":{"username":"cam","password":"pw"},"stream":[{"name":"s_1","level":1,"properties":{"videoBR":1000000,"videoWidth":640,"videoHeight":360}}]}}"#
+        #expect(try ProvisionParser.parse(Array(document.utf8)).publisherCredentials?.username == "cam")
+        // The bundled SM 1.0 document's empty strings mean no authentication.
+        #expect(try ProvisionParser.parse(try provisionFixture("sm1-meta.json")).publisherCredentials == nil)
+    }
+}

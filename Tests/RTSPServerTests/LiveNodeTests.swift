@@ -16,7 +16,8 @@ final class LiveTestNode: @unchecked Sendable {
     let port: Int
     let dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("abr-live-\(UUID().uuidString.prefix(8))")
 
-    init(grace: Double = 30, provision: String = "sm2-3-level.json", origin: String? = nil, allowUnprovisioned: Bool = false) throws {
+    init(grace: Double = 30, provision: String = "sm2-3-level.json", origin: String? = nil, allowUnprovisioned: Bool = false,
+         configureRTSP: (inout RTSPService.Configuration) -> Void = { _ in }) throws {
         var configuration = LiveNode.Configuration(dataDirectory: dataDirectory)
         configuration.grace = grace
         configuration.origin = origin
@@ -27,6 +28,7 @@ final class LiveTestNode: @unchecked Sendable {
         try node.provision(ProvisionParser.parse(Data(contentsOf: fixturesDirectory.appendingPathComponent("provisions/\(provision)"))))
         var rtsp = RTSPService.Configuration()
         rtsp.port = 0
+        configureRTSP(&rtsp)
         service = RTSPService(configuration: rtsp, registry: registry, policy: node, logger: logger)
         port = try service.start()
     }
@@ -38,6 +40,9 @@ final class LiveTestNode: @unchecked Sendable {
     }
 
     func url(_ path: String) -> String { "rtsp://127.0.0.1:\(port)/\(path)" }
+
+    /// With the bundled provisions' publisher credentials, as ffmpeg takes them in the URL.
+    func publishURL(_ path: String) -> String { "rtsp://user:pass@127.0.0.1:\(port)/\(path)" }
 
     func waitUntilPlayable(_ paths: [String], timeout: TimeInterval = 15) -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
@@ -68,7 +73,7 @@ func probePackets(_ url: String, transport: String = "tcp", seconds: Int) throws
     func aPublishedTopBecomesAWholeLadderOnEveryTransport(_ publishTransport: String) throws {
         let node = try LiveTestNode()
         let publishedAt = Date()
-        let publisher = try FFmpegPublisher(url: node.url("live/stream1_1"), transport: publishTransport, seconds: 90)
+        let publisher = try FFmpegPublisher(url: node.publishURL("live/stream1_1"), transport: publishTransport, seconds: 90)
         let paths = (1...3).map { "live/stream1_\($0)" }
         try #require(node.waitUntilPlayable(paths), "ladder never came up: \(publisher.errorText)")
         #expect(Date().timeIntervalSince(publishedAt) < 10, "variants took more than a few seconds")
@@ -135,7 +140,7 @@ func probePackets(_ url: String, transport: String = "tcp", seconds: Int) throws
     /// player sessions receive both parts with increasing timestamps; after grace everything ends.
     @Test func anInterruptedPublisherResumesWithinGraceAndTheJobEndsAfterIt() throws {
         let node = try LiveTestNode(grace: 6)
-        let first = try FFmpegPublisher(url: node.url("live/stream1_1"), transport: "tcp", seconds: 30)
+        let first = try FFmpegPublisher(url: node.publishURL("live/stream1_1"), transport: "tcp", seconds: 30)
         try #require(node.waitUntilPlayable(["live/stream1_2"]), "\(first.errorText)")
         nonisolated(unsafe) var received: [MediaProbe.VideoPacket] = []
         let player = Thread { received = (try? probePackets(node.url("live/stream1_2"), seconds: 60)) ?? [] }
@@ -145,7 +150,7 @@ func probePackets(_ url: String, transport: String = "tcp", seconds: Int) throws
         Thread.sleep(forTimeInterval: 2)
         #expect(node.node.job("live/stream1")?.state == .interrupted)
         // Back within grace, with another size: the top passes it through after a discontinuity.
-        let second = try FFmpegPublisher(url: node.url("live/stream1_1"), transport: "tcp", seconds: 5, input: fixture("720p30-h264-aac.mp4"))
+        let second = try FFmpegPublisher(url: node.publishURL("live/stream1_1"), transport: "tcp", seconds: 5, input: fixture("720p30-h264-aac.mp4"))
         Thread.sleep(forTimeInterval: 1)
         #expect(node.node.job("live/stream1")?.state == .running)
         #expect(waitForExit(second.process, timeout: 30), "the second publisher did not finish")
@@ -173,7 +178,8 @@ func probePackets(_ url: String, transport: String = "tcp", seconds: Int) throws
         publisher.executableURL = URL(fileURLWithPath: "/usr/bin/gst-launch-1.0")
         publisher.arguments = ["-q", "videotestsrc", "is-live=true", "num-buffers=450", "!", "video/x-raw,width=1280,height=720,framerate=30/1",
                                "!", "x264enc", "tune=zerolatency", "key-int-max=60", "bitrate=2000", "!", "video/x-h264,profile=high",
-                               "!", "h264parse", "!", "rtspclientsink", "location=\(node.url("live/stream1_1"))"]
+                               "!", "h264parse", "!", "rtspclientsink", "location=\(node.url("live/stream1_1"))",
+                               "user-id=user", "user-pw=pass"]
         publisher.standardOutput = FileHandle.nullDevice
         publisher.standardError = FileHandle.nullDevice
         try publisher.run()
@@ -188,7 +194,7 @@ func probePackets(_ url: String, transport: String = "tcp", seconds: Int) throws
     @Test func publisherNotificationsBecomeJobEvents() throws {
         let node = try LiveTestNode()
         let client = try RawRTSPClient(port: node.port)
-        let (session, statuses) = client.startPublishing(node.url("live/stream1_1"))
+        let (session, statuses) = client.startPublishing(node.url("live/stream1_1"), authorization: RawRTSPClient.basic("user", "pass"))
         #expect(statuses == [200, 200, 200])
         for name in ["publisherBackground", "publisherForeground", "publisherInterrupt"] {
             client.send("SET_PARAMETER \(node.url("live/stream1_1")) RTSP/1.0\r\nCSeq: 4\r\nSession: \(session)\r\nContent-Type: text/parameters\r\nContent-Length: \(name.utf8.count + 2)\r\n\r\n\(name)\r\n")
@@ -205,7 +211,7 @@ func probePackets(_ url: String, transport: String = "tcp", seconds: Int) throws
         var origin: TestNode? = try TestNode()
         let originPort = origin!.port
         let node = try LiveTestNode(origin: "rtsp://127.0.0.1:\(originPort)")
-        let publisher = try FFmpegPublisher(url: node.url("live/stream1_1"), transport: "tcp", seconds: 40)
+        let publisher = try FFmpegPublisher(url: node.publishURL("live/stream1_1"), transport: "tcp", seconds: 40)
         let paths = (1...3).map { "live/stream1_\($0)" }
         try #require(paths.allSatisfy { origin!.waitUntilPlayable($0, timeout: 20) }, "variants never reached the origin: \(publisher.errorText)")
         let played = try play(origin!.url("live/stream1_3"), transport: "tcp", seconds: 2)
@@ -240,7 +246,7 @@ func probePackets(_ url: String, transport: String = "tcp", seconds: Int) throws
                                              "-c:v", "libx264", "-preset", "veryfast", "-b:v", "2000k", "-g", "60", source])
         try #require(made.status == 0, "\(made.stderr)")
         let node = try LiveTestNode(grace: 2)
-        let publisher = try FFmpegPublisher(url: node.url("live/stream1_1"), transport: "tcp", seconds: 8, input: source)
+        let publisher = try FFmpegPublisher(url: node.publishURL("live/stream1_1"), transport: "tcp", seconds: 8, input: source)
         try #require(node.waitUntilPlayable(["live/stream1_1", "live/stream1_3"]), "\(publisher.errorText)")
         #expect(waitForExit(publisher.process, timeout: 30))
         let job = try #require(node.node.job("live/stream1"))

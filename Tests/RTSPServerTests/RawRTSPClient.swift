@@ -29,8 +29,12 @@ final class RawRTSPClient {
 
     func send(_ text: String) { send(Array(text.utf8)) }
 
-    func send(_ bytes: [UInt8]) {
-        _ = bytes.withUnsafeBytes { Glibc.send(socketDescriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    /// - Parameter nonBlocking: return at once when the socket cannot take more.
+    /// - Returns: how many bytes the kernel took (0 when none, never negative).
+    @discardableResult
+    func send(_ bytes: [UInt8], nonBlocking: Bool = false) -> Int {
+        let flags = Int32(MSG_NOSIGNAL) | (nonBlocking ? Int32(MSG_DONTWAIT) : 0)
+        return max(0, bytes.withUnsafeBytes { Glibc.send(socketDescriptor, $0.baseAddress, $0.count, flags) })
     }
 
     /// Reads until a whole response head (and its body) arrived, or the timeout; "" on close.
@@ -72,15 +76,21 @@ final class RawRTSPClient {
             .map { String($0.dropFirst(8).split(separator: ";")[0]).trimmingCharacters(in: .whitespaces) } ?? ""
     }
 
-    func announce(_ url: String, sdp: String = RawRTSPClient.videoSDP) -> String {
-        send("ANNOUNCE \(url) RTSP/1.0\r\nCSeq: 1\r\nContent-Type: application/sdp\r\nContent-Length: \(sdp.utf8.count)\r\n\r\n\(sdp)")
+    func announce(_ url: String, sdp: String = RawRTSPClient.videoSDP, authorization: String? = nil) -> String {
+        let auth = authorization.map { "Authorization: \($0)\r\n" } ?? ""
+        send("ANNOUNCE \(url) RTSP/1.0\r\nCSeq: 1\r\n\(auth)Content-Type: application/sdp\r\nContent-Length: \(sdp.utf8.count)\r\n\r\n\(sdp)")
         return receiveResponse()
+    }
+
+    /// An `Authorization` value for HTTP Basic.
+    static func basic(_ user: String, _ password: String) -> String {
+        "Basic " + Data("\(user):\(password)".utf8).base64EncodedString()
     }
 
     /// ANNOUNCE, SETUP of track 0 over TCP (interleaved 0-1) and RECORD, as a publisher; returns the
     /// session id and every status, in order.
-    func startPublishing(_ url: String) -> (session: String, statuses: [Int?]) {
-        let announced = announce(url)
+    func startPublishing(_ url: String, authorization: String? = nil) -> (session: String, statuses: [Int?]) {
+        let announced = announce(url, authorization: authorization)
         let session = Self.sessionID(in: announced)
         send("SETUP \(url)/streamid=0 RTSP/1.0\r\nCSeq: 2\r\nSession: \(session)\r\nTransport: RTP/AVP/TCP;unicast;interleaved=0-1;mode=record\r\n\r\n")
         let setup = status()

@@ -10,13 +10,15 @@ final class TestNode {
     let port: Int
 
     init(sessionTimeout: Int = 60, playerBacklogLimit: Int = 4 * 1024 * 1024,
-         makePolicy: (StreamRegistry) -> any PublishPolicy = { RelayEverything(registry: $0) }) throws {
+         makePolicy: (StreamRegistry) -> any PublishPolicy = { RelayEverything(registry: $0) },
+         configure: (inout RTSPService.Configuration) -> Void = { _ in }) throws {
         var configuration = RTSPService.Configuration()
         configuration.port = 0
         configuration.sessionTimeout = sessionTimeout
         configuration.playerBacklogLimit = playerBacklogLimit
         // Small kernel buffers, so a client that stops reading backs up into the node's own queue quickly.
         if playerBacklogLimit < 1024 * 1024 { configuration.socketSendBuffer = 64 * 1024 }
+        configure(&configuration)
         var logger = Logger(label: "test.rtsp")
         logger.logLevel = .warning
         service = RTSPService(configuration: configuration, registry: registry, policy: makePolicy(registry), logger: logger)

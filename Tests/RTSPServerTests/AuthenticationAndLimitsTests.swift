@@ -1,0 +1,124 @@
+import Foundation
+import MediaCore
+import RTSP
+import RTSPServer
+import Testing
+import TestSupport
+
+/// Who may publish and play, and how many may connect: provision credentials checked with the
+/// schemes real clients use (ffmpeg answers Digest, the raw client sends Basic, GStreamer is in
+/// LiveNodeTests), node-wide player credentials, the RECORD deadline and connection limits.
+@Suite(.serialized) struct AuthenticationAndLimitsTests {
+    static func ffmpegPublish(_ url: String, seconds: Int = 2) throws -> ProcessResult {
+        try runProcess("ffmpeg", ["-hide_banner", "-loglevel", "error", "-re", "-i", fixture("720p30-h264-aac.mp4"), "-t", String(seconds),
+                                  "-c", "copy", "-f", "rtsp", "-rtsp_transport", "tcp", url], timeout: TimeInterval(seconds + 20))
+    }
+
+    @Test func aProvisionWithCredentialsRefusesPublishersWithoutThemAndTakesDigestFromFFmpeg() throws {
+        let node = try LiveTestNode()
+        // Without credentials, and with a wrong password: 401, nothing reaches the job.
+        let anonymous = try Self.ffmpegPublish(node.url("live/stream1_1"))
+        #expect(anonymous.status != 0 && anonymous.stderr.contains("401"), "\(anonymous.stderr)")
+        let wrong = try Self.ffmpegPublish("rtsp://user:nope@127.0.0.1:\(node.port)/live/stream1_1")
+        #expect(wrong.status != 0 && wrong.stderr.contains("401"), "\(wrong.stderr)")
+        #expect(node.node.job("live/stream1")?.state == .waitingForPublisher)
+
+        // The raw 401 offers both schemes.
+        let client = try RawRTSPClient(port: node.port)
+        let challenge = client.announce(node.url("live/stream1_1"))
+        #expect(challenge.hasPrefix("RTSP/1.0 401"))
+        #expect(challenge.contains("WWW-Authenticate: Digest realm=\"abr-worker\", nonce=\""))
+        #expect(challenge.contains("WWW-Authenticate: Basic realm=\"abr-worker\""))
+
+        // ffmpeg with the URL's credentials answers the Digest challenge and publishes.
+        let publisher = try FFmpegPublisher(url: node.publishURL("live/stream1_1"), transport: "tcp", seconds: 6)
+        #expect(node.waitUntilPlayable(["live/stream1_1", "live/stream1_3"]), "\(publisher.errorText)")
+        #expect(waitForExit(publisher.process, timeout: 30))
+        #expect(node.node.job("live/stream1")?.state == .interrupted)
+
+        // Resuming within grace needs the credentials too.
+        let resumeAnonymous = try Self.ffmpegPublish(node.url("live/stream1_1"))
+        #expect(resumeAnonymous.status != 0 && resumeAnonymous.stderr.contains("401"))
+        #expect(node.node.job("live/stream1")?.state == .interrupted)
+        let resumed = try Self.ffmpegPublish(node.publishURL("live/stream1_1"), seconds: 3)
+        #expect(resumed.status == 0, "\(resumed.stderr)")
+        #expect(node.node.job("live/stream1")?.events.contains { $0.kind == "resumed" } == true)
+    }
+
+    @Test func aProvisionWithoutCredentialsStaysOpen() throws {
+        let node = try LiveTestNode(provision: "sm2-4-level.json")
+        let client = try RawRTSPClient(port: node.port)
+        #expect(client.startPublishing(node.url("live/room1/show_1")).statuses == [200, 200, 200])
+    }
+
+    /// An ANNOUNCE claims the stream; one that never RECORDs must not keep it from the real publisher.
+    @Test func anAnnounceWithoutRecordReleasesTheStream() throws {
+        let node = try LiveTestNode(configureRTSP: { $0.announceTimeout = 1 })
+        let squatter = try RawRTSPClient(port: node.port)
+        #expect(squatter.announce(node.url("live/stream1_1"), authorization: RawRTSPClient.basic("user", "pass")).hasPrefix("RTSP/1.0 200"))
+        let early = try RawRTSPClient(port: node.port)
+        #expect(early.announce(node.url("live/stream1_1"), authorization: RawRTSPClient.basic("user", "pass")).hasPrefix("RTSP/1.0 403"))
+        Thread.sleep(forTimeInterval: 3)
+        let late = try RawRTSPClient(port: node.port)
+        #expect(late.startPublishing(node.url("live/stream1_1"), authorization: RawRTSPClient.basic("user", "pass")).statuses == [200, 200, 200])
+    }
+
+    @Test func nodeWidePlayerCredentialsGuardDescribeAndSetup() throws {
+        let node = try TestNode(configure: { $0.playerCredentials = StreamCredentialsFixture.viewer })
+        let publisher = try FFmpegPublisher(url: node.url("live/guarded_1"), transport: "tcp", seconds: 15)
+        try #require(node.waitUntilPlayable("live/guarded_1"), "\(publisher.errorText)")
+        let client = try RawRTSPClient(port: node.port)
+        client.send("DESCRIBE \(node.url("live/guarded_1")) RTSP/1.0\r\nCSeq: 1\r\n\r\n" as String)
+        #expect(client.status() == 401)
+        client.send("SETUP \(node.url("live/guarded_1"))/trackID=0 RTSP/1.0\r\nCSeq: 2\r\nTransport: RTP/AVP/TCP;unicast;interleaved=0-1\r\n\r\n")
+        #expect(client.status() == 401)
+        let refused = try play(node.url("live/guarded_1"), transport: "tcp", seconds: 1)
+        #expect(refused.status != 0 && refused.stderr.contains("401"), "\(refused.stderr)")
+        let played = try play("rtsp://viewer:pw%40home@127.0.0.1:\(node.port)/live/guarded_1", transport: "tcp", seconds: 2)
+        #expect(played.status == 0 && played.stream.frames > 30, "\(played.stderr)")
+    }
+
+    @Test func connectionsAreLimitedPerAddressAndFreedOnClose() throws {
+        let node = try TestNode(configure: { $0.maximumConnectionsPerAddress = 3 })
+        var clients = try (0..<3).map { _ in try RawRTSPClient(port: node.port) }
+        for client in clients {
+            client.send("OPTIONS * RTSP/1.0\r\nCSeq: 1\r\n\r\n")
+            #expect(client.status() == 200)
+        }
+        let extra = try RawRTSPClient(port: node.port)
+        extra.send("OPTIONS * RTSP/1.0\r\nCSeq: 1\r\n\r\n")
+        let refusal = extra.receiveResponse()
+        #expect(refusal.hasPrefix("RTSP/1.0 503"), "\(refusal)")
+        clients.removeLast()  // closes one
+        let deadline = Date().addingTimeInterval(5)
+        while node.service.connectionCount > 2, Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        let again = try RawRTSPClient(port: node.port)
+        again.send("OPTIONS * RTSP/1.0\r\nCSeq: 1\r\n\r\n")
+        #expect(again.status() == 200)
+    }
+
+    /// A client that sends requests and never reads the answers: the node stops reading from it
+    /// instead of queueing answers, and a normal client is served meanwhile.
+    @Test func aClientThatNeverReadsIsNotAnsweredWithoutBound() throws {
+        let node = try TestNode()
+        let flooder = try RawRTSPClient(port: node.port, receiveBuffer: 4096)
+        let request = Array("OPTIONS * RTSP/1.0\r\nCSeq: 1\r\nX-Pad: \(String(repeating: "a", count: 1000))\r\n\r\n".utf8)
+        let batch = Array(Array(repeating: request, count: 200).joined())
+        // Without backpressure the node would read (and answer into its own memory) all it is sent.
+        var sent = 0
+        let deadline = Date().addingTimeInterval(4)
+        while Date() < deadline, sent < 256 * 1024 * 1024 {
+            let taken = flooder.send(batch, nonBlocking: true)
+            sent += taken
+            if taken == 0 { Thread.sleep(forTimeInterval: 0.01) }
+        }
+        #expect(sent < 32 * 1024 * 1024, "the node kept reading \(sent / 1024 / 1024) MB from a client that reads nothing")
+        let other = try RawRTSPClient(port: node.port)
+        other.send("OPTIONS * RTSP/1.0\r\nCSeq: 1\r\n\r\n")
+        #expect(other.status() == 200)
+    }
+}
+
+enum StreamCredentialsFixture {
+    static let viewer = StreamCredentials(username: "viewer", password: "pw@home")
+}
