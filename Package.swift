@@ -116,7 +116,7 @@ let package = Package(
                                                           .product(name: "NIOCore", package: "swift-nio")]),
         .testTarget(
             name: "ControlPlaneTests",
-            dependencies: ["ControlPlane", "LiveNode", "MediaCore", "TestSupport",
+            dependencies: ["ControlPlane", "LiveNode", "MediaCore", "TestSupport", "Transcoder",
                            .product(name: "HummingbirdTesting", package: "hummingbird"),
                            .product(name: "JWTKit", package: "jwt-kit")]
         ),

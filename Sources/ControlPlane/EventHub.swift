@@ -16,6 +16,9 @@ public final class EventHub: Sendable {
     }
 
     public static let bufferPerListener = 256
+    /// Open SSE streams at once, in all and per stream; more get 503 (each holds a task and a buffer).
+    public static let maximumListeners = 256
+    public static let maximumListenersPerStream = 32
     /// The kind of the heartbeat a listener gets when nothing happened for a while.
     public static let keepaliveKind = "keepalive"
 
@@ -48,14 +51,18 @@ public final class EventHub: Sendable {
 
     /// A stream's events from now on, until the listener stops iterating; with `keepalive`, a
     /// heartbeat event (`keepaliveKind`) after each quiet interval.
-    public func listen(streamGuid: String, keepalive: Duration? = nil) -> AsyncStream<Event> {
+    /// nil when the node or this stream already has as many listeners as it allows.
+    public func listen(streamGuid: String, keepalive: Duration? = nil) -> AsyncStream<Event>? {
         let (stream, continuation) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .bufferingNewest(Self.bufferPerListener))
-        let key = state.withLock { state in
+        let key: Int? = state.withLock { state in
+            guard state.listeners.count < Self.maximumListeners,
+                  state.listeners.values.lazy.filter({ $0.streamGuid == streamGuid }).count < Self.maximumListenersPerStream else { return nil }
             let key = state.nextListener
             state.nextListener += 1
             state.listeners[key] = (streamGuid, continuation)
             return key
         }
+        guard let key else { return nil }
         let heartbeat = keepalive.map { interval in
             Task {
                 while !Task.isCancelled {

@@ -285,7 +285,9 @@ public enum HTTPAPI {
     /// Server-Sent Events: first the job's current state, then every event as it happens, with a
     /// comment line every 15 s so proxies keep the stream open and a gone client is noticed.
     static func eventStream(_ plane: ControlPlane, ladderGuid: String) -> Response {
-        let events = plane.events.listen(streamGuid: ladderGuid, keepalive: .seconds(15))
+        guard let events = plane.events.listen(streamGuid: ladderGuid, keepalive: .seconds(15)) else {
+            return error(.serviceUnavailable, "too many event listeners; try again later")
+        }
         let state = plane.node.job(ladderGuid)?.state.rawValue ?? "provisioned"
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]

@@ -29,6 +29,13 @@ public final class NodeStore: Sendable {
         public var time: Double
         public var kind: String
         public var detail: String
+
+        public init(streamGuid: String, time: Double, kind: String, detail: String) {
+            self.streamGuid = streamGuid
+            self.time = time
+            self.kind = kind
+            self.detail = detail
+        }
     }
 
     public let path: String
@@ -124,12 +131,26 @@ public final class NodeStore: Sendable {
 
     // MARK: Job history
 
+    /// Rows kept per stream, and in all: the history is for operators, not an archive a
+    /// publisher or a long-lived node can grow without bound.
+    public static let maximumEventsPerStream = 1000
+    public static let maximumEvents = 100_000
+
     /// Queued: the caller (a job's thread) does not wait for the disk.
     public func record(_ event: JobEvent) {
         eventQueue.async { [database] in
             _ = try? database.write { db in
                 try db.execute(sql: "INSERT INTO jobEvent (streamGuid, time, kind, detail) VALUES (?, ?, ?, ?)",
-                               arguments: [event.streamGuid, event.time, event.kind, event.detail])
+                               arguments: [event.streamGuid, event.time, event.kind, String(event.detail.utf8.prefix(1024)) ?? ""])
+                let id = db.lastInsertedRowID
+                try db.execute(sql: """
+                    DELETE FROM jobEvent WHERE streamGuid = ?1 AND id < \
+                    (SELECT id FROM jobEvent WHERE streamGuid = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)
+                    """, arguments: [event.streamGuid, Self.maximumEventsPerStream - 1])
+                // The stream cap keeps the table small, so this global trim is rare and cheap.
+                if id % 100 == 0 {
+                    try db.execute(sql: "DELETE FROM jobEvent WHERE id <= ?", arguments: [id - Int64(Self.maximumEvents)])
+                }
             }
         }
     }

@@ -63,6 +63,8 @@ public final class LiveLadderJob: @unchecked Sendable {
         /// The publisher's video as an RFC 6381 CODECS string (`avc1.64001f`).
         public var sourceCodecs: String?
         public var droppedAtIngest: Int
+        /// Publisher notifications not recorded: unknown names, or over the rate limit.
+        public var notificationsRefused: Int
         public var variants: [VariantStatus]
     }
 
@@ -91,6 +93,9 @@ public final class LiveLadderJob: @unchecked Sendable {
         var events: [Event] = []
         var sourceFormat: (width: Int, height: Int, frameRate: Double?, codecs: String?)?
         var droppedAtIngest = 0
+        var notificationsRefused = 0
+        var notificationBudget = LiveLadderJob.notificationBurst
+        var notificationRefill = DispatchTime.now()
         /// Seconds spent running before the current publisher, and when it started: rates are
         /// per second of publishing, not of waiting.
         var publishedSeconds = 0.0
@@ -177,8 +182,29 @@ public final class LiveLadderJob: @unchecked Sendable {
     }
 
     /// A publisher notification (`SET_PARAMETER publisherBackground`, ...), kept as an event.
+    /// The notifications a publisher may send (Red5's telephony-interrupt names); anything else
+    /// would let a publisher write arbitrary rows into the node's history.
+    public static let publisherNotificationNames: Set<String> = ["publisherBackground", "publisherForeground", "publisherInterrupt"]
+    /// Notifications kept: a burst of this many, refilled at `notificationsPerSecond`.
+    public static let notificationBurst = 20.0
+    public static let notificationsPerSecond = 2.0
+    public static let maximumNotificationValue = 256
+
     public func recordNotification(_ name: String, value: String) {
-        addEvent(name, value)
+        let accepted: Bool = withShared { shared in
+            let now = DispatchTime.now()
+            let elapsed = Double(now.uptimeNanoseconds &- shared.notificationRefill.uptimeNanoseconds) / 1e9
+            shared.notificationRefill = now
+            shared.notificationBudget = min(Self.notificationBurst, shared.notificationBudget + elapsed * Self.notificationsPerSecond)
+            guard Self.publisherNotificationNames.contains(name), shared.notificationBudget >= 1 else {
+                shared.notificationsRefused += 1
+                return false
+            }
+            shared.notificationBudget -= 1
+            return true
+        }
+        guard accepted else { return }
+        addEvent(name, String(value.utf8.prefix(Self.maximumNotificationValue)) ?? "")
     }
 
     /// Ends the job: the current publisher's input ends, outputs are finished.
@@ -203,9 +229,9 @@ public final class LiveLadderJob: @unchecked Sendable {
     }
 
     public var status: Status {
-        let (state, publisher, since, format, dropped, elapsed) = withShared {
+        let (state, publisher, since, format, dropped, elapsed, refused) = withShared {
             ($0.state, $0.publisher, $0.publisherSince, $0.sourceFormat, $0.droppedAtIngest + ($0.currentSource?.droppedFrames ?? 0),
-             $0.publishedSeconds + ($0.runningSince.map(Self.seconds(since:)) ?? 0))
+             $0.publishedSeconds + ($0.runningSince.map(Self.seconds(since:)) ?? 0), $0.notificationsRefused)
         }
         let variants = pipelineSnapshot.map { pipeline -> VariantStatus in
             let s = pipeline.statistics
@@ -218,7 +244,7 @@ public final class LiveLadderJob: @unchecked Sendable {
         }
         return Status(streamGuid: ladder.streamGuid, state: state, publisher: publisher, publisherSince: since,
                       sourceWidth: format?.width, sourceHeight: format?.height, sourceFrameRate: format?.frameRate ?? measuredFrameRate(variants, elapsed: elapsed),
-                      sourceCodecs: format?.codecs, droppedAtIngest: dropped, variants: variants)
+                      sourceCodecs: format?.codecs, droppedAtIngest: dropped, notificationsRefused: refused, variants: variants)
     }
 
     private static func seconds(since start: DispatchTime) -> Double {

@@ -10,6 +10,7 @@ import NIOCore
 import RTSPServer
 import Testing
 import TestSupport
+import Transcoder
 
 /// A control plane in a fresh data directory, with known credentials.
 struct TestPlane {
@@ -380,8 +381,8 @@ enum PrometheusText {
         let test = try await TestPlane.make()
         defer { test.close() }
         _ = try test.plane.provisions.add(streamManager2: Array(provisionBody.utf8), nodeGroup: "g")
-        let events = test.plane.events.listen(streamGuid: "live/stream1")
-        let other = test.plane.events.listen(streamGuid: "live/other")
+        let events = try #require(test.plane.events.listen(streamGuid: "live/stream1"))
+        let other = try #require(test.plane.events.listen(streamGuid: "live/other"))
         let job = try #require(test.plane.node.job("live/stream1"))
         job.recordNotification("publisherBackground", value: "incoming call")
         job.recordNotification("publisherForeground", value: "")
@@ -400,5 +401,44 @@ enum PrometheusText {
         var leaked = 0
         for await _ in other { leaked += 1 }
         #expect(leaked == 0)
+    }
+
+    /// A publisher cannot write what it likes into the history, nor as often as it likes.
+    @Test func publisherNotificationsAreAllowListedAndRateLimited() async throws {
+        let test = try await TestPlane.make()
+        defer { test.close() }
+        _ = try test.plane.provisions.add(streamManager2: Array(provisionBody.utf8), nodeGroup: "g")
+        let job = try #require(test.plane.node.job("live/stream1"))
+        job.recordNotification("dropTables", value: "x")
+        job.recordNotification("publisherBackground", value: String(repeating: "v", count: 10_000))
+        for _ in 0..<500 { job.recordNotification("publisherForeground", value: "") }
+        let kept = job.events.filter { $0.kind.hasPrefix("publisher") || $0.kind == "dropTables" }
+        #expect(!kept.contains { $0.kind == "dropTables" })
+        #expect(kept.first?.detail.utf8.count == LiveLadderJob.maximumNotificationValue)
+        #expect(kept.count <= Int(LiveLadderJob.notificationBurst) + 2, "kept \(kept.count) of 501")
+        #expect(job.status.notificationsRefused >= 500 - Int(LiveLadderJob.notificationBurst) - 2)
+    }
+
+    @Test func theHistoryIsCappedPerStream() async throws {
+        let test = try await TestPlane.make()
+        defer { test.close() }
+        for index in 0..<(NodeStore.maximumEventsPerStream + 50) {
+            test.plane.store.record(NodeStore.JobEvent(streamGuid: "live/capped", time: Double(index), kind: "k", detail: "\(index)"))
+        }
+        test.plane.store.record(NodeStore.JobEvent(streamGuid: "live/other", time: 0, kind: "k", detail: "kept"))
+        let history = try test.plane.store.history("live/capped", limit: 10_000)
+        #expect(history.count == NodeStore.maximumEventsPerStream)
+        #expect(history.first?.detail == "50")
+        #expect(try test.plane.store.history("live/other").count == 1)
+    }
+
+    @Test func eventListenersAreLimitedPerStream() async throws {
+        let test = try await TestPlane.make()
+        defer { test.close() }
+        let streams = (0..<EventHub.maximumListenersPerStream).compactMap { _ in test.plane.events.listen(streamGuid: "live/busy") }
+        #expect(streams.count == EventHub.maximumListenersPerStream)
+        #expect(test.plane.events.listen(streamGuid: "live/busy") == nil)
+        #expect(test.plane.events.listen(streamGuid: "live/quiet") != nil)
+        test.plane.events.finishAll()
     }
 }
