@@ -25,6 +25,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case hlsPath = "hls-path"
     case rtspConnection = "rtsp-connection"
     case rtspAuthorization = "rtsp-authorization"
+    case hlsPlaylist = "hls-playlist"
 
     public func run(_ bytes: [UInt8]) {
         switch self {
@@ -42,6 +43,9 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .hlsPath: Self.hlsPath(bytes)
         case .rtspConnection: Self.rtspConnection(bytes)
         case .rtspAuthorization: Self.rtspAuthorization(bytes)
+        case .hlsPlaylist:
+            let next = HLSPlaylistContinuation(playlistText: String(decoding: bytes, as: UTF8.self))
+            precondition(next.staleFiles.allSatisfy { !$0.contains("/") }, "a playlist named a file outside its folder")
         }
     }
 

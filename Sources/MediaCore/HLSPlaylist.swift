@@ -29,13 +29,17 @@ public struct HLSMediaPlaylist: Sendable, Hashable {
     public var ended: Bool
     /// At least this target duration, so a live playlist's target never shrinks.
     public var minimumTargetDuration: Int
+    /// Every segment starts with an IDR (`EXT-X-INDEPENDENT-SEGMENTS`); false once a segment had
+    /// to be cut between keyframes (a source whose GOP is far longer than the target).
+    public var independentSegments: Bool
 
-    public init(kind: Kind, mapURI: String, segments: [Segment], ended: Bool, minimumTargetDuration: Int = 1) {
+    public init(kind: Kind, mapURI: String, segments: [Segment], ended: Bool, minimumTargetDuration: Int = 1, independentSegments: Bool = true) {
         self.kind = kind
         self.mapURI = mapURI
         self.segments = segments
         self.ended = ended
         self.minimumTargetDuration = minimumTargetDuration
+        self.independentSegments = independentSegments
     }
 
     /// EXT-X-TARGETDURATION: every EXTINF rounded to the nearest integer must not exceed it;
@@ -55,7 +59,7 @@ public struct HLSMediaPlaylist: Sendable, Hashable {
             lines.append("#EXT-X-MEDIA-SEQUENCE:\(mediaSequence)")
             if discontinuitySequence > 0 { lines.append("#EXT-X-DISCONTINUITY-SEQUENCE:\(discontinuitySequence)") }
         }
-        lines.append("#EXT-X-INDEPENDENT-SEGMENTS")
+        if independentSegments { lines.append("#EXT-X-INDEPENDENT-SEGMENTS") }
         var currentMap = segments.first?.mapURI ?? mapURI
         lines.append("#EXT-X-MAP:URI=\"\(currentMap)\"")
         for segment in segments {

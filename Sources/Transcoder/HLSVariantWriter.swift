@@ -6,11 +6,23 @@ import MediaCore
 /// where the job's grid says, and its media playlist: complete (VOD) when offline, a sliding
 /// window rewritten after every segment when live. Measures every segment for the hints.
 ///
+/// Files are written aside and renamed into place, so a player never reads half a segment. A
+/// write that fails (disk full) is counted and that segment skipped; the job goes on, and the
+/// playlist marks the gap as a discontinuity.
+///
 /// Confined to the variant's queue.
 final class HLSVariantWriter {
     let directory: URL
     /// Segments kept in a live playlist (and on disk); nil keeps all (VOD).
     let window: Int?
+    /// A segment is cut at the next frame once it is this long, keyframe or not, so a source
+    /// with a very long GOP cannot make segments (and player latency) grow without bound.
+    let maximumSegmentDuration: Double?
+    /// Segments (and init segments) that could not be written.
+    private(set) var failedWrites = 0
+    /// An init segment not yet on disk: retried before the next segment, which needs it.
+    private var pendingInit: [UInt8]?
+    private var independentSegments = true
     private var muxer: Muxer
     private let audio: AudioTrack?
     private(set) var segments: [HLSMediaPlaylist.Segment] = []
@@ -26,15 +38,49 @@ final class HLSVariantWriter {
 
     static let playlistName = "index.m3u8"
 
-    init(directory: URL, video: CodecParameters, videoTimeBase: Rational, audio: AudioTrack?, window: Int?) throws {
+    init(directory: URL, video: CodecParameters, videoTimeBase: Rational, audio: AudioTrack?, window: Int?,
+         maximumSegmentDuration: Double? = nil) throws {
         self.directory = directory
         self.window = window
         self.audio = audio
+        self.maximumSegmentDuration = maximumSegmentDuration
         self.meter = BitrateMeter(retainedSegments: window.map { max($0, 30) } ?? .max)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         currentMap = "init.mp4"
         muxer = try Self.makeMuxer(video: video, videoTimeBase: videoTimeBase, audio: audio)
-        try Data(muxer.takeBytes()).write(to: directory.appendingPathComponent(currentMap))
+        if window != nil { continueNumbering() }
+        pendingInit = muxer.takeBytes()
+        writePendingInit()
+    }
+
+    /// A live playlist already in the folder (a restart, or an earlier job of the same
+    /// provision): numbering carries on after it, with a discontinuity, and its segments go.
+    private func continueNumbering() {
+        let playlist = directory.appendingPathComponent(Self.playlistName)
+        guard let data = FileManager.default.contents(atPath: playlist.path), data.count <= 1 << 20 else { return }
+        let previous = HLSPlaylistContinuation(playlistText: String(decoding: data, as: UTF8.self))
+        mediaSequence = previous.mediaSequence
+        discontinuitySequence = previous.discontinuitySequence
+        segmentIndex = previous.segmentIndex
+        initIndex = previous.initIndex
+        currentMap = "init_\(initIndex).mp4"
+        pendingDiscontinuity = true
+        for name in previous.staleFiles { try? FileManager.default.removeItem(at: directory.appendingPathComponent(name)) }
+    }
+
+    /// Writes `bytes` next to `name` and renames it into place: readers see the old file or the whole new one.
+    private func writeFile(_ bytes: [UInt8], name: String) -> Bool {
+        do {
+            try Data(bytes).write(to: directory.appendingPathComponent(name), options: .atomic)
+            return true
+        } catch {
+            failedWrites += 1
+            return false
+        }
+    }
+
+    private func writePendingInit() {
+        if let bytes = pendingInit, writeFile(bytes, name: currentMap) { pendingInit = nil }
     }
 
     /// empty_moov + frag_custom: the header is the init segment and fragments end only when we
@@ -50,7 +96,12 @@ final class HLSVariantWriter {
 
     /// - Parameter startsSegment: this video packet begins a new segment (it is an IDR on the grid).
     func writeVideo(_ packet: Packet, time: Double, startsSegment: Bool) throws {
-        if startsSegment, segmentStart != nil { try cutSegment(at: time) }
+        if startsSegment, segmentStart != nil {
+            try cutSegment(at: time)
+        } else if let start = segmentStart, let maximum = maximumSegmentDuration, time - start >= maximum {
+            if !packet.isKeyframe { independentSegments = false }
+            try cutSegment(at: time)
+        }
         if segmentStart == nil { segmentStart = time }
         try muxer.write(packet, stream: 0)
     }
@@ -69,7 +120,8 @@ final class HLSVariantWriter {
         initIndex += 1
         currentMap = "init_\(initIndex).mp4"
         muxer = try Self.makeMuxer(video: video, videoTimeBase: videoTimeBase, audio: audio)
-        try Data(muxer.takeBytes()).write(to: directory.appendingPathComponent(currentMap))
+        pendingInit = muxer.takeBytes()
+        writePendingInit()
         pendingDiscontinuity = true
     }
 
@@ -88,13 +140,19 @@ final class HLSVariantWriter {
         segmentStart = time
         guard !bytes.isEmpty else { return }
         let name = String(format: "segment_%05d.m4s", segmentIndex)
-        try Data(bytes).write(to: directory.appendingPathComponent(name))
+        segmentIndex += 1
+        writePendingInit()
+        guard pendingInit == nil, writeFile(bytes, name: name) else {
+            // Skipped, not fatal: the next segment that fits on disk follows a discontinuity.
+            if pendingInit != nil { failedWrites += 1 }
+            pendingDiscontinuity = true
+            return
+        }
         let duration = max(time - start, 0.001)
         segments.append(HLSMediaPlaylist.Segment(uri: name, duration: duration, discontinuity: pendingDiscontinuity, mapURI: currentMap))
         pendingDiscontinuity = false
         meter.add(duration: duration, bytes: bytes.count)
         longestSegment = max(longestSegment, HLSMediaPlaylist.targetDuration(for: [duration]))
-        segmentIndex += 1
         if let window {
             while segments.count > window {
                 let removed = segments.removeFirst()
@@ -104,7 +162,7 @@ final class HLSVariantWriter {
                 // Players may still be fetching it; removing a segment well behind the window is safe.
                 try? FileManager.default.removeItem(at: directory.appendingPathComponent(removed.uri))
             }
-            try writePlaylist(ended: false)
+            try? writePlaylist(ended: false)
         }
     }
 
@@ -112,6 +170,10 @@ final class HLSVariantWriter {
         try cutSegment(at: endTime)
         segmentStart = nil
         try muxer.finish()
+        // An offline rendition with a hole in it is not a result; a live one has moved on.
+        if window == nil, failedWrites > 0 {
+            throw TranscodeError.failed("cannot write HLS files in \(directory.path) (\(failedWrites) failed writes; is the disk full?)")
+        }
         try writePlaylist(ended: true)
     }
 
@@ -119,7 +181,13 @@ final class HLSVariantWriter {
         let kind: HLSMediaPlaylist.Kind = window == nil ? .vod : .live(mediaSequence: mediaSequence, discontinuitySequence: discontinuitySequence)
         // A live playlist's target duration never shrinks, as RFC 8216 requires.
         let playlist = HLSMediaPlaylist(kind: kind, mapURI: currentMap, segments: segments, ended: ended,
-                                        minimumTargetDuration: window == nil ? 1 : longestSegment)
-        try playlist.render().write(to: directory.appendingPathComponent(Self.playlistName), atomically: true, encoding: .utf8)
+                                        minimumTargetDuration: window == nil ? 1 : longestSegment, independentSegments: independentSegments)
+        do {
+            try playlist.render().write(to: directory.appendingPathComponent(Self.playlistName), atomically: true, encoding: .utf8)
+        } catch {
+            // A live playlist is rewritten with the next segment; a VOD one must exist, so that fails the run.
+            failedWrites += 1
+            if window == nil { throw error }
+        }
     }
 }

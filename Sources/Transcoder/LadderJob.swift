@@ -93,7 +93,8 @@ public final class LadderJob {
         let pipelines = ladder.variants.map { variant in
             let output = VariantOutput(
                 paths: .init(mp4: directory.staging.appendingPathComponent("\(ladder.name)_\(variant.level).mp4"),
-                             hlsDirectory: directory.staging.appendingPathComponent("hls/\(ladder.name)_\(variant.level)")),
+                             hlsDirectory: directory.staging.appendingPathComponent("hls/\(ladder.name)_\(variant.level)"),
+                             maximumSegmentDuration: 3 * options.keyframeInterval),
                 audio: audio, frameRate: frameRate)
             let work: VariantPipeline.Work
             if passthroughTop, variant.level == 1 {

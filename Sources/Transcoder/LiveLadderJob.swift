@@ -50,6 +50,8 @@ public final class LiveLadderJob: @unchecked Sendable {
         public var latencyP99: Double?
         /// Seconds this variant's queue has spent scaling and encoding: the capacity estimate's input.
         public var busySeconds: Double
+        /// HLS segments that could not be written (disk full...) and were skipped; the job goes on.
+        public var segmentWriteFailures: Int
     }
 
     public struct Status: Sendable, Codable {
@@ -240,7 +242,8 @@ public final class LiveLadderJob: @unchecked Sendable {
                                  framesOut: s.framesOut, droppedFrames: s.dropped,
                                  fps: elapsed > 0 ? (Double(s.framesOut) / elapsed * 10).rounded() / 10 : 0,
                                  averageBitRate: s.averageBitRate, peakBitRate: s.peakBitRate,
-                                 latencyP50: s.latencyP50, latencyP99: s.latencyP99, busySeconds: s.busySeconds)
+                                 latencyP50: s.latencyP50, latencyP99: s.latencyP99, busySeconds: s.busySeconds,
+                                 segmentWriteFailures: s.segmentWriteFailures)
         }
         return Status(streamGuid: ladder.streamGuid, state: state, publisher: publisher, publisherSince: since,
                       sourceWidth: format?.width, sourceHeight: format?.height, sourceFrameRate: format?.frameRate ?? measuredFrameRate(variants, elapsed: elapsed),
@@ -376,7 +379,8 @@ public final class LiveLadderJob: @unchecked Sendable {
         let made = try ladder.variants.map { variant in
             let output = VariantOutput(
                 paths: .init(mp4: nil, hlsDirectory: hlsDirectory.appendingPathComponent("\(ladder.name)_\(variant.level)"),
-                             hlsWindow: hlsWindow, sink: sinks[variant.level], arrivals: arrivals),
+                             hlsWindow: hlsWindow, maximumSegmentDuration: 3 * options.keyframeInterval, sink: sinks[variant.level],
+                             arrivals: arrivals),
                 audio: audioTrack, frameRate: frameRate)
             let work: VariantPipeline.Work
             if passthroughTop, variant.level == 1 {

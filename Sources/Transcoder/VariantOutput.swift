@@ -15,6 +15,8 @@ final class VariantOutput {
         var hlsDirectory: URL
         /// Segments in a live playlist; nil writes a complete (VOD) playlist at the end.
         var hlsWindow: Int? = nil
+        /// Segments are cut at the next frame once this long, keyframe or not.
+        var maximumSegmentDuration: Double? = nil
         var sink: (any VariantSink)? = nil
         /// Live jobs: arrival times of source pictures, to measure the latency this variant adds.
         var arrivals: ArrivalTimes? = nil
@@ -49,6 +51,8 @@ final class VariantOutput {
     var isOpen: Bool { hls != nil }
     var meter: BitrateMeter { hls?.meter ?? BitrateMeter() }
     var segments: [HLSMediaPlaylist.Segment] { hls?.segments ?? [] }
+    /// HLS files that could not be written (segments skipped).
+    var failedWrites: Int { hls?.failedWrites ?? 0 }
 
     /// Opens the MP4 and HLS muxers for this video track.
     func open(video parameters: CodecParameters, timeBase: Rational) throws {
@@ -63,7 +67,8 @@ final class VariantOutput {
             try mp4.writeHeader()
             self.mp4 = mp4
         }
-        hls = try HLSVariantWriter(directory: paths.hlsDirectory, video: parameters, videoTimeBase: timeBase, audio: audio, window: paths.hlsWindow)
+        hls = try HLSVariantWriter(directory: paths.hlsDirectory, video: parameters, videoTimeBase: timeBase, audio: audio, window: paths.hlsWindow,
+                                   maximumSegmentDuration: paths.maximumSegmentDuration)
         announceFormat(sets)
         for packet in pendingAudio { try writeAudio(packet) }
         pendingAudio.removeAll()

@@ -45,6 +45,8 @@ final class VariantPipeline: @unchecked Sendable {
         var latencyP99: Double?
         var codecs = ""
         var failure: String?
+        /// HLS segments that could not be written (disk full...) and were skipped.
+        var segmentWriteFailures = 0
     }
 
     let variant: Variant
@@ -123,6 +125,7 @@ final class VariantPipeline: @unchecked Sendable {
             // The peak is re-measured only when a segment was added: it walks the retained segments.
             let peak = changed ? meter.peakBitRate(targetDuration: Double(meter.targetDuration)) : nil
             let codecs = output.codecs
+            let failedWrites = output.failedWrites
             // Percentiles sort a thousand samples: twice a second at 30 fps is plenty.
             let latency = framesOut % 15 == 0 ? output.latency.percentiles : nil
             state.withLock {
@@ -136,6 +139,7 @@ final class VariantPipeline: @unchecked Sendable {
                 $0.segments = segments
                 $0.measuredBytes = meter.totalBytes
                 $0.codecs = codecs
+                $0.segmentWriteFailures = failedWrites
                 if let peak { $0.peakBitRate = peak }
             }
         }

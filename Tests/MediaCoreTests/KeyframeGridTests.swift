@@ -60,3 +60,28 @@ import Testing
         #expect(grid.decide(time: 5.1, isSourceKeyframe: false) == .none)
     }
 }
+
+@Suite struct HLSPlaylistContinuationTests {
+    @Test func carriesOnAfterWhatAPlaylistListed() {
+        let playlist = HLSMediaPlaylist(kind: .live(mediaSequence: 40, discontinuitySequence: 2), mapURI: "init_2.mp4", segments: [
+            .init(uri: "segment_00040.m4s", duration: 2),
+            .init(uri: "segment_00041.m4s", duration: 2, discontinuity: true, mapURI: "init_3.mp4"),
+            .init(uri: "segment_00043.m4s", duration: 2, discontinuity: true, mapURI: "init_3.mp4"),
+        ], ended: true)
+        let next = HLSPlaylistContinuation(playlistText: playlist.render())
+        #expect(next.mediaSequence == 43)
+        #expect(next.discontinuitySequence == 4)
+        #expect(next.segmentIndex == 44)
+        #expect(next.initIndex == 4)
+        #expect(next.staleFiles == ["segment_00040.m4s", "segment_00041.m4s", "segment_00043.m4s"])
+    }
+
+    @Test(arguments: ["", "garbage\n\u{0}\u{1}", "#EXT-X-MEDIA-SEQUENCE:-5\nsegment_-1.m4s\n", "#EXT-X-MEDIA-SEQUENCE:99999999999999999999999\n",
+                      "#EXT-X-MAP:URI=\"init_99999999999999999999.mp4\"\n../../etc/passwd\nsegment_1x.m4s\n"])
+    func damagedPlaylistsGiveSaneNumbersAndNameNoOtherFiles(_ text: String) {
+        let next = HLSPlaylistContinuation(playlistText: text)
+        #expect(next.mediaSequence >= 0 && next.mediaSequence < 1 << 41)
+        #expect(next.segmentIndex >= 0 && next.initIndex >= 1)
+        #expect(next.staleFiles.allSatisfy { $0.hasPrefix("segment_") && !$0.contains("/") })
+    }
+}

@@ -14,11 +14,15 @@ final class LiveTestNode: @unchecked Sendable {
     let node: LiveNode
     let service: RTSPService
     let port: Int
-    let dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("abr-live-\(UUID().uuidString.prefix(8))")
+    let dataDirectory: URL
+    /// A directory given by the test outlives the node (a restart reuses it).
+    private let ownsDataDirectory: Bool
 
     init(grace: Double = 30, provision: String = "sm2-3-level.json", origin: String? = nil, allowUnprovisioned: Bool = false,
-         configureRTSP: (inout RTSPService.Configuration) -> Void = { _ in }) throws {
-        var configuration = LiveNode.Configuration(dataDirectory: dataDirectory)
+         dataDirectory: URL? = nil, configureRTSP: (inout RTSPService.Configuration) -> Void = { _ in }) throws {
+        self.dataDirectory = dataDirectory ?? FileManager.default.temporaryDirectory.appendingPathComponent("abr-live-\(UUID().uuidString.prefix(8))")
+        ownsDataDirectory = dataDirectory == nil
+        var configuration = LiveNode.Configuration(dataDirectory: self.dataDirectory)
         configuration.grace = grace
         configuration.origin = origin
         configuration.allowUnprovisioned = allowUnprovisioned
@@ -36,7 +40,7 @@ final class LiveTestNode: @unchecked Sendable {
     deinit {
         node.shutdown(timeout: 20)
         service.shutdown()
-        try? FileManager.default.removeItem(at: dataDirectory)
+        if ownsDataDirectory { try? FileManager.default.removeItem(at: dataDirectory) }
     }
 
     func url(_ path: String) -> String { "rtsp://127.0.0.1:\(port)/\(path)" }

@@ -88,6 +88,36 @@ func ladder(_ provision: String) throws -> Ladder {
         try verifier.verifyBitRates()
     }
 
+    /// A source with one keyframe in 14 s, passed through: segments are cut at 3× the target
+    /// duration anyway, and the playlist no longer claims independent segments.
+    @Test func aLongGOPTopIsCutAtThreeTargetDurations() throws {
+        let work = temporaryDirectory("longgop")
+        defer { try? FileManager.default.removeItem(at: work) }
+        let source = work.appendingPathComponent("source.mp4").path
+        let made = try runProcess("ffmpeg", ["-hide_banner", "-loglevel", "error", "-y",
+            "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=30:duration=14",
+            "-c:v", "libx264", "-preset", "ultrafast", "-g", "1000", "-keyint_min", "1000", "-sc_threshold", "0", "-bf", "0", "-b:v", "600k", source])
+        try #require(made.status == 0, "ffmpeg could not make the source: \(made.stderr)")
+        let provision = #"""
+        [{"streamGuid": "live/longgop", "streams": [
+          {"streamGuid": "live/longgop_1", "abrLevel": 1, "videoParams": {"videoBitRate": 700000, "videoWidth": 640, "videoHeight": 360}},
+          {"streamGuid": "live/longgop_2", "abrLevel": 2, "videoParams": {"videoBitRate": 300000, "videoWidth": 320, "videoHeight": 180}}]}]
+        """#
+        let ladder = try ProvisionParser.parse(Array(provision.utf8))
+        let output = work.appendingPathComponent("out")
+        let report = try LadderJob(ladder: ladder, input: source, outputDirectory: output).run()
+        #expect(report.variants[0].passthrough)
+        for level in 1...2 {
+            let text = try String(contentsOf: output.appendingPathComponent("hls/longgop_\(level)/index.m3u8"), encoding: .utf8)
+            let durations = text.split(separator: "\n").filter { $0.hasPrefix("#EXTINF:") }
+                .compactMap { Double($0.dropFirst("#EXTINF:".count).prefix { $0 != "," }) }
+            #expect(durations.count >= 3, "level \(level): \(durations)")
+            #expect(durations.allSatisfy { $0 <= 3 * 2 + 0.05 }, "level \(level): \(durations)")
+            #expect(abs(durations.reduce(0, +) - 14) < 0.2)
+            #expect(!text.contains("#EXT-X-INDEPENDENT-SEGMENTS"), "level \(level) has segments that start between keyframes")
+        }
+    }
+
     @Test func intervalGridOverridesSourceGOPWhenEncodingEverything() throws {
         let output = temporaryDirectory("grid")
         defer { try? FileManager.default.removeItem(at: output) }

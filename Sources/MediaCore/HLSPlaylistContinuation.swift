@@ -1,0 +1,66 @@
+/// Where a live media playlist left off, so a new job writing into the same folder (after a
+/// restart, or a new job for the same provision) carries the numbering on instead of starting
+/// again at 0: players and caches never see a media sequence go back or a segment name reused.
+public struct HLSPlaylistContinuation: Sendable, Equatable {
+    /// The media sequence number the next segment gets: every segment listed has left the window.
+    public var mediaSequence = 0
+    /// The discontinuity sequence after the listed segments' discontinuities have left too.
+    public var discontinuitySequence = 0
+    /// The number the next `segment_NNNNN.m4s` takes.
+    public var segmentIndex = 0
+    /// The number the next `init_N.mp4` takes.
+    public var initIndex = 0
+    /// Files the old playlist named, which nothing references any more.
+    public var staleFiles: [String] = []
+
+    public init() {}
+
+    /// Reads a playlist this writer produced; any line it does not understand is skipped, and
+    /// numbers are only trusted within sane bounds, so a damaged file cannot trap or mislead it.
+    public init(playlistText text: String) {
+        var mediaSequence = 0, discontinuitySequence = 0, segments = 0, discontinuities = 0
+        var highestSegment = -1, highestInit = 0
+        var files: [String] = []
+        for rawLine in text.split(whereSeparator: \.isNewline).prefix(10_000) {
+            let line = rawLine.drop { $0 == " " || $0 == "\t" }
+            if let value = Self.number(after: "#EXT-X-MEDIA-SEQUENCE:", in: line) {
+                mediaSequence = value
+            } else if let value = Self.number(after: "#EXT-X-DISCONTINUITY-SEQUENCE:", in: line) {
+                discontinuitySequence = value
+            } else if line.hasPrefix("#EXT-X-DISCONTINUITY"), !line.hasPrefix("#EXT-X-DISCONTINUITY-") {
+                discontinuities += 1
+            } else if line.hasPrefix("#EXT-X-MAP:"), let start = line.firstIndex(of: "\""),
+                      let end = line[line.index(after: start)...].firstIndex(of: "\"") {
+                let name = String(line[line.index(after: start)..<end])
+                if let index = Self.index(of: name, prefix: "init_", suffix: ".mp4") { highestInit = max(highestInit, index) }
+            } else if !line.hasPrefix("#"), !line.isEmpty {
+                segments += 1
+                let name = String(line)
+                if let index = Self.index(of: name, prefix: "segment_", suffix: ".m4s") {
+                    highestSegment = max(highestSegment, index)
+                    files.append(name)
+                }
+            }
+        }
+        self.mediaSequence = mediaSequence + segments
+        self.discontinuitySequence = discontinuitySequence + discontinuities
+        segmentIndex = highestSegment + 1
+        initIndex = highestInit + 1
+        staleFiles = files
+    }
+
+    static let maximumNumber = 1 << 40
+
+    private static func number(after prefix: String, in line: Substring) -> Int? {
+        guard line.hasPrefix(prefix), let value = Int(line.dropFirst(prefix.count).prefix(16)), (0...maximumNumber).contains(value) else { return nil }
+        return value
+    }
+
+    /// `segment_00042.m4s` → 42; nil for any other name (which is then left alone).
+    private static func index(of name: String, prefix: String, suffix: String) -> Int? {
+        guard name.hasPrefix(prefix), name.hasSuffix(suffix), name.count <= prefix.count + suffix.count + 12 else { return nil }
+        let digits = name.dropFirst(prefix.count).dropLast(suffix.count)
+        guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }), let value = Int(digits), value <= maximumNumber else { return nil }
+        return value
+    }
+}
