@@ -178,9 +178,9 @@ public final class LiveStream: Sendable {
             return (state.gop, state.video.map { [$0.sps, $0.pps] },
                     (state.gop.first?.ticks ?? state.lastVideoTicks, state.lastAudioTicks))
         }
-        for (index, unit) in gop.enumerated() {
-            subscriber.sendVideo(nalUnits: unit.nalUnits, ticks: unit.ticks, isKeyframe: index == 0, parameterSets: index == 0 ? sets : nil)
-        }
+        subscriber.start(gop: gop.enumerated().map { index, unit in
+            MediaSubscriber.PendingPicture(nalUnits: unit.nalUnits, ticks: unit.ticks, isKeyframe: index == 0, parameterSets: index == 0 ? sets : nil)
+        })
         return start
     }
 

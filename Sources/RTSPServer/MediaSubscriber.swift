@@ -6,6 +6,10 @@ import Synchronization
 /// One player of one stream: packetizes what the stream writes with its own SSRCs, sequence
 /// numbers and timestamp bases, sends RTCP sender reports, and, when its backlog passes the
 /// limit, skips everything up to the next IDR so a slow player only hurts itself.
+///
+/// A new player starts on the cached GOP's IDR at once and catches up to the live edge at
+/// `PlayerTimeline.speed` times real time, paced on its connection's event loop, with timestamps
+/// that advance as fast as the pictures are sent (see `PlayerTimeline`).
 final class MediaSubscriber: Sendable {
     private let transport: PlayerTransport
     private let state: Mutex<State>
@@ -35,7 +39,26 @@ final class MediaSubscriber: Sendable {
         /// interruption pauses the timeline, and a report that counted it would make players jump.
         var epoch: Double?
         var audioRate = 0
+        var timeline = PlayerTimeline()
+        /// Pictures waiting to be sent while catching up, oldest first, and their bytes.
+        var pending: [PendingPicture] = []
+        var pendingBytes = 0
+        /// Uptime (ns) when the catch-up started, and the source ticks of its first picture.
+        var catchUpStart: (uptime: UInt64, ticks: Int64)?
+        /// Added to its stream, not yet given the cached GOP: live pictures wait.
+        var joining = true
+        var lastSentTicks: Int64?
     }
+
+    struct PendingPicture {
+        var nalUnits: [[UInt8]]
+        var ticks: Int64
+        var isKeyframe: Bool
+        var parameterSets: [[UInt8]]?
+    }
+
+    /// How often the catch-up pacer sends what is due.
+    static let catchUpTick = TimeAmount.milliseconds(4)
 
     init(transport: PlayerTransport, hasVideo: Bool, hasAudio: Bool, audioRate: Int = 0, maximumBacklog: Int = 4 * 1024 * 1024,
          onEnd: @escaping @Sendable () -> Void) {
@@ -51,11 +74,63 @@ final class MediaSubscriber: Sendable {
             videoBase: generator.next(), audioBase: generator.next(), audioRate: audioRate))
     }
 
-    /// For RTP-Info in the PLAY reply: each track's first sequence number and RTP timestamp.
-    func rtpInfo(videoTicks: Int64, audioTicks: Int64) -> (video: (UInt16, UInt32), audio: (UInt16, UInt32)) {
+    /// For RTP-Info in the PLAY reply: each track's first sequence number and the RTP timestamp
+    /// of the instant the player starts at (the first picture), so both tracks name the same instant.
+    func rtpInfo(videoTicks: Int64) -> (video: (UInt16, UInt32), audio: (UInt16, UInt32)) {
         state.withLock {
-            (($0.video.sequenceNumber, $0.videoBase &+ UInt32(truncatingIfNeeded: videoTicks)),
-             ($0.audio.sequenceNumber, $0.audioBase &+ UInt32(truncatingIfNeeded: audioTicks)))
+            let audioTicks = $0.audioRate > 0 ? videoTicks.multipliedReportingOverflow(by: Int64($0.audioRate)).partialValue / 90000 : 0
+            return (($0.video.sequenceNumber, $0.videoBase &+ UInt32(truncatingIfNeeded: videoTicks)),
+                    ($0.audio.sequenceNumber, $0.audioBase &+ UInt32(truncatingIfNeeded: audioTicks)))
+        }
+    }
+
+    /// Starts the player on a cached GOP: its IDR now, the rest paced (see the type's comment).
+    /// Pictures the stream wrote since the player was added wait behind the GOP.
+    func start(gop: [PendingPicture]) {
+        if hasVideo, let first = gop.first { deliver(first) }
+        let (needsPacing, leftovers): (Bool, [PendingPicture]) = state.withLock { state in
+            state.joining = false
+            let rest = gop.dropFirst()
+            state.pending.insert(contentsOf: rest, at: 0)
+            state.pendingBytes += rest.reduce(0) { $0 + $1.nalUnits.reduce(0) { $0 + $1.count } }
+            guard hasVideo, state.started, !state.pending.isEmpty, let first = gop.first else {
+                // Nothing to catch up on: what waited goes out as it is (from its first IDR).
+                defer {
+                    state.pending = []
+                    state.pendingBytes = 0
+                }
+                state.timeline.finishCatchUp(lastSource: state.lastSentTicks)
+                return (false, state.pending)
+            }
+            state.catchUpStart = (DispatchTime.now().uptimeNanoseconds, first.ticks)
+            return (true, [])
+        }
+        for picture in leftovers { deliver(picture) }
+        guard needsPacing else { return }
+        transport.eventLoop.scheduleRepeatedTask(initialDelay: Self.catchUpTick, delay: Self.catchUpTick) { [self] task in
+            if !sendDuePictures() { task.cancel() }
+        }
+    }
+
+    /// Sends the held-back pictures whose catch-up time has come; false once none are left.
+    private func sendDuePictures() -> Bool {
+        let now = DispatchTime.now().uptimeNanoseconds
+        let due: [PendingPicture] = state.withLock { state in
+            guard let start = state.catchUpStart else { return [] }
+            let elapsedTicks = Int64((now &- start.uptime) / 1_000_000_000 * 90000 + (now &- start.uptime) % 1_000_000_000 * 90000 / 1_000_000_000)
+            var count = 0
+            while count < state.pending.count, (state.pending[count].ticks &- start.ticks) / state.timeline.speed <= elapsedTicks { count += 1 }
+            let due = Array(state.pending.prefix(count))
+            state.pending.removeFirst(count)
+            state.pendingBytes -= due.reduce(0) { $0 + $1.nalUnits.reduce(0) { $0 + $1.count } }
+            return due
+        }
+        for picture in due { deliver(picture) }
+        return state.withLock { state in
+            guard state.pending.isEmpty else { return true }
+            state.timeline.finishCatchUp(lastSource: state.lastSentTicks)
+            state.catchUpStart = nil
+            return false
         }
     }
 
@@ -64,13 +139,37 @@ final class MediaSubscriber: Sendable {
 
     func sendVideo(nalUnits: [[UInt8]], ticks: Int64, isKeyframe: Bool, parameterSets: [[UInt8]]?) {
         guard hasVideo else { return }
+        let picture = PendingPicture(nalUnits: nalUnits, ticks: ticks, isKeyframe: isKeyframe, parameterSets: parameterSets)
+        // While catching up, live pictures queue behind the cached ones, so order holds.
+        let queued: Bool = state.withLock { state in
+            guard state.joining || state.catchUpStart != nil else { return false }
+            let size = nalUnits.reduce(0) { $0 + $1.count }
+            if state.pendingBytes + size > maximumBacklog {
+                // Catching up would hold too much: give it up and restart at the next IDR.
+                state.pending.removeAll()
+                state.pendingBytes = 0
+                state.catchUpStart = nil
+                state.timeline.finishCatchUp(lastSource: state.lastSentTicks)
+                state.skipping = true
+                state.dropped += 1
+                return true
+            }
+            state.pending.append(picture)
+            state.pendingBytes += size
+            return true
+        }
+        if !queued { deliver(picture) }
+    }
+
+    private func deliver(_ picture: PendingPicture) {
+        let (nalUnits, sourceTicks, isKeyframe, parameterSets) = (picture.nalUnits, picture.ticks, picture.isKeyframe, picture.parameterSets)
         let backlog = transport.pendingBytes
+        var outputTicks: Int64 = 0
         let packets: [RTPPacket]? = state.withLock { state in
             if !state.started {
                 // A player's first picture must be decodable.
                 guard isKeyframe else { return nil }
                 state.started = true
-                state.epoch = wallClock() - Double(ticks) / 90000
             }
             if backlog > maximumBacklog { state.skipping = true }
             if state.skipping {
@@ -83,6 +182,10 @@ final class MediaSubscriber: Sendable {
             // SPS/PPS in-band before every IDR, for players that ignore the SDP's.
             let hasSets = nalUnits.contains { [7, 8].contains(($0.first ?? 0) & 0x1F) }
             let units = (isKeyframe && !hasSets ? (parameterSets ?? []) : []) + nalUnits
+            let ticks = state.timeline.video(sourceTicks)
+            outputTicks = ticks
+            state.lastSentTicks = sourceTicks
+            if state.epoch == nil { state.epoch = wallClock() - Double(ticks) / 90000 }
             let packets = state.video.packetize(units.map { $0[...] }, timestamp: state.videoBase &+ UInt32(truncatingIfNeeded: ticks))
             state.videoPackets &+= UInt32(packets.count)
             state.videoOctets &+= UInt32(truncatingIfNeeded: packets.reduce(0) { $0 + $1.payload.readableBytes })
@@ -90,14 +193,16 @@ final class MediaSubscriber: Sendable {
         }
         guard let packets else { return }
         transport.send(packets, track: 0)
-        reportIfDue(ticks: ticks)
+        reportIfDue(ticks: outputTicks)
     }
 
     func sendAudio(_ frame: [UInt8], ticks: Int64) {
         guard hasAudio else { return }
         let packet: RTPPacket? = state.withLock { state in
-            guard state.started, !state.skipping else { return nil }
-            guard let packet = state.audio.packetize(frame[...], timestamp: state.audioBase &+ UInt32(truncatingIfNeeded: ticks)) else { return nil }
+            // Audio joins once the pictures have caught up with it.
+            guard state.started, !state.skipping, !state.timeline.isCatchingUp else { return nil }
+            let output = state.timeline.audio(ticks, rate: state.audioRate)
+            guard let packet = state.audio.packetize(frame[...], timestamp: state.audioBase &+ UInt32(truncatingIfNeeded: output)) else { return nil }
             state.audioPackets &+= 1
             state.audioOctets &+= UInt32(truncatingIfNeeded: packet.payload.readableBytes)
             return packet
@@ -107,7 +212,7 @@ final class MediaSubscriber: Sendable {
     }
 
     /// RTCP sender reports every few seconds for each track, on one NTP timeline, so players can
-    /// synchronise audio with video.
+    /// synchronise audio with video. `ticks` are this player's output ticks.
     private func reportIfDue(ticks: Int64) {
         let now = DispatchTime.now().uptimeNanoseconds
         let reports: [(RTCPPacket, Int)] = state.withLock { state in

@@ -11,6 +11,8 @@ protocol PlayerTransport: Sendable {
     var pendingBytes: Int { get }
     /// Ends the player's delivery (closes a TCP connection; UDP players just stop receiving).
     func close()
+    /// Where timed sends for this player (its catch-up) run.
+    var eventLoop: EventLoop { get }
 }
 
 /// Counts bytes between `write` and its completion.
@@ -52,6 +54,7 @@ struct InterleavedTransport: PlayerTransport {
     }
 
     var pendingBytes: Int { backlog.value }
+    var eventLoop: EventLoop { channel.eventLoop }
 
     func close() {
         channel.close(promise: nil)
@@ -87,6 +90,7 @@ struct DatagramTransport: PlayerTransport {
     }
 
     var pendingBytes: Int { backlog.value }
+    var eventLoop: EventLoop { rtpChannel.eventLoop }
 
     func close() {}
 }

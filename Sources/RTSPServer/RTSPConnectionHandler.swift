@@ -382,7 +382,7 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
         }
         session.state.withLock { $0.subscriber = subscriber }
         let start = stream.startTicks
-        let info = subscriber.rtpInfo(videoTicks: start.video, audioTicks: start.audio)
+        let info = subscriber.rtpInfo(videoTicks: start.video)
         let base = RTSPURL.base(of: request.uri, path: session.path)
         var rtpInfo = ["url=\(base)/trackID=0;seq=\(info.video.0);rtptime=\(info.video.1)"]
         if transports[1] != nil { rtpInfo.append("url=\(base)/trackID=1;seq=\(info.audio.0);rtptime=\(info.audio.1)") }

@@ -46,6 +46,40 @@ import Testing
         }
     }
 
+    /// A GStreamer player that records what it plays (its jitterbuffer times packets by arrival,
+    /// mp4mux refuses a buffer without a time) joins mid-GOP: every picture must come with a time,
+    /// from the cached IDR on, increasing, and the recording must reach the live edge.
+    @Test func aGStreamerRecorderJoiningMidGOPGetsTimedPictures() throws {
+        let node = try TestNode()
+        let publisher = try FFmpegPublisher(url: node.url("live/rec_1"), transport: "tcp", seconds: 25)
+        try #require(node.waitUntilPlayable("live/rec_1"), "\(publisher.errorText)")
+        Thread.sleep(forTimeInterval: 1.3)  // the fixture's GOP is 2 s: join in its middle
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("gst-rec-\(UUID().uuidString).mp4").path
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        let recorder = Process()
+        recorder.executableURL = URL(fileURLWithPath: "/usr/bin/gst-launch-1.0")
+        // 150 pictures, then end of stream: mp4mux writes its index and gst-launch exits by itself.
+        recorder.arguments = ["rtspsrc", "location=\(node.url("live/rec_1"))", "protocols=tcp", "!", "rtph264depay", "!", "h264parse",
+                              "!", "identity", "eos-after=150", "!", "mp4mux", "!", "filesink", "location=\(file)"]
+        let logFile = file + ".log"
+        FileManager.default.createFile(atPath: logFile, contents: nil)
+        defer { try? FileManager.default.removeItem(atPath: logFile) }
+        recorder.standardOutput = FileHandle(forWritingAtPath: logFile)
+        recorder.standardError = recorder.standardOutput
+        try recorder.run()
+        #expect(waitForExit(recorder, timeout: 30), "the recorder did not finish")
+        let log = (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? ""
+        #expect(!log.contains("Buffer has no PTS"), "\(log.suffix(600))")
+        let packets = try runProcess("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "packet=pts_time,flags",
+                                                 "-of", "csv=p=0", file]).stdout.split(separator: "\n")
+        let times = packets.compactMap { Double($0.split(separator: ",").first ?? "") }
+        #expect(times.count >= 140, "recorded \(times.count) pictures")
+        #expect(packets.first?.contains("K") == true, "the first recorded picture must be the IDR")
+        #expect(zip(times, times.dropFirst()).allSatisfy { $0 < $1 }, "picture times must increase")
+        // The cached pictures came faster than real time: 150 pictures at 30 fps span less than 5 s.
+        #expect((times.last ?? 0) < 4.9, "\(times.last ?? 0)")
+    }
+
     @Test func unprovisionedPublishIsRefused() throws {
         let node = try TestNode(makePolicy: { _ in RefuseEverything() })
         let result = try runProcess("ffmpeg", ["-hide_banner", "-loglevel", "error", "-re", "-i", fixture("720p30-h264-aac.mp4"), "-t", "2",

@@ -221,3 +221,24 @@ import Testing
         #expect(statistics.jitter > 1000)
     }
 }
+
+@Suite struct PlayerTimelineTests {
+    @Test func catchUpCompressesThenRunsAtTheSourcesPace() {
+        var timeline = PlayerTimeline(speed: 8)
+        #expect(timeline.video(90_000) == 90_000)            // the IDR keeps its time
+        #expect(timeline.video(93_000) == 90_375)            // 3000 ticks in 375
+        #expect(timeline.video(150_000) == 97_500)           // the newest cached picture
+        timeline.finishCatchUp(lastSource: 150_000)
+        #expect(timeline.shift == 52_500)
+        #expect(timeline.video(153_000) == 100_500)          // live: 3000 ticks in 3000
+        #expect(timeline.audio(150_000 * 48_000 / 90_000, rate: 48_000) == 97_500 * 48_000 / 90_000)
+    }
+
+    @Test func withoutACatchUpTimeIsTheSources() {
+        var timeline = PlayerTimeline()
+        timeline.finishCatchUp(lastSource: nil)
+        #expect(timeline.video(5000) == 5000)
+        #expect(timeline.video(8000) == 8000)
+        #expect(timeline.audio(123, rate: 44_100) == 123)
+    }
+}
