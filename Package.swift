@@ -110,7 +110,9 @@ let package = Package(
         .testTarget(
             name: "RTSPServerTests",
             dependencies: ["RTSPServer", "RTSP", "MediaCore", "Transcoder", "LiveNode", "TestSupport",
-                           .product(name: "NIOCore", package: "swift-nio")]
+                           .product(name: "NIOCore", package: "swift-nio"),
+                           .product(name: "NIOPosix", package: "swift-nio"),
+                           .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets", "RTSP", "MediaCore",
                                                           .product(name: "NIOCore", package: "swift-nio")]),

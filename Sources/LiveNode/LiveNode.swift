@@ -140,6 +140,11 @@ public final class LiveNode: PublishPolicy, Sendable {
             guard job.acceptsPublisher else {
                 return .refuse(status: 403, reason: "\(request.path) already has a publisher")
             }
+            if let sps = request.description.media.first(where: \.isH264)?.spropSPS.flatMap({ H264SPS($0) }),
+               sps.width * sps.height > job.maximumDecodedPixels {
+                return .refuse(status: 415, reason: "\(request.path): picture \(sps.width)x\(sps.height) is more than 4 times the top variant's "
+                                   + "\(ladder.top.width)x\(ladder.top.height); publish at most \(job.maximumDecodedPixels) pixels")
+            }
             if let refusal = configuration.admission?(ladder) {
                 logger.warning("publish refused: \(refusal)", metadata: ["stream.guid": "\(ladder.streamGuid)"])
                 return .refuse(status: 503, reason: refusal)

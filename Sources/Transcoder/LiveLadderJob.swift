@@ -123,7 +123,7 @@ public final class LiveLadderJob: @unchecked Sendable {
     /// The largest picture the job decodes: 4× the top variant's area, so a publisher may send a
     /// larger source than the top (it is scaled down) but an in-band SPS cannot make the decoder
     /// allocate for 16384×16384.
-    var maximumDecodedPixels: Int { max(4 * ladder.top.width * ladder.top.height, 1920 * 1080) }
+    public var maximumDecodedPixels: Int { max(4 * ladder.top.width * ladder.top.height, 1920 * 1080) }
 
     public static func variantPlaylistPath(ladder: Ladder, level: Int) -> String {
         "\(ladder.name)_\(level)/\(HLSVariantWriter.playlistName)"

@@ -114,6 +114,21 @@ import TestSupport
         #expect(!relogin.isEmpty)
     }
 
+    /// The HTTP plane can listen apart from RTSP (here another loopback address).
+    @Test func httpListensOnItsOwnHost() throws {
+        let scratch = Self.scratch()
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let node = try ServeProcess(dataDirectory: scratch.appendingPathComponent("data"), arguments: ["--http-host", "127.0.0.2"],
+                                    environment: Self.credentials)
+        defer { node.stop() }
+        #expect(node.httpBase.hasPrefix("http://127.0.0.2:"))
+        #expect(node.rtspBase.hasPrefix("rtsp://127.0.0.1:"))
+        #expect(try node.http("GET", "/health").status == 200)
+        let port = node.httpBase.split(separator: ":").last!
+        let elsewhere = try runProcess("/usr/bin/curl", ["-s", "--max-time", "5", "http://127.0.0.1:\(port)/health"])
+        #expect(elsewhere.status != 0, "HTTP answered on the RTSP address too")
+    }
+
     /// A node that cannot encode another ladder in real time refuses the publish, and says why.
     @Test func publishOverCapacityIsRefused() throws {
         let scratch = Self.scratch()

@@ -1,5 +1,7 @@
 import Foundation
+import Logging
 import MediaCore
+import NIOPosix
 import RTSP
 import RTSPServer
 import Testing
@@ -61,6 +63,73 @@ import TestSupport
         Thread.sleep(forTimeInterval: 3)
         let late = try RawRTSPClient(port: node.port)
         #expect(late.startPublishing(node.url("live/stream1_1"), authorization: RawRTSPClient.basic("user", "pass")).statuses == [200, 200, 200])
+    }
+
+    /// A picture far larger than the ladder's top is refused at ANNOUNCE, before any decoder is
+    /// opened for it; a node-wide limit applies to relayed streams too.
+    @Test func oversizedPicturesAreRefusedAtAnnounce() throws {
+        let work = FileManager.default.temporaryDirectory.appendingPathComponent("big-\(UUID().uuidString.prefix(8)).h264").path
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        let made = try runProcess("ffmpeg", ["-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi", "-i", "color=size=4096x2160:duration=0.04",
+                                             "-c:v", "libx264", "-preset", "ultrafast", "-f", "h264", work])
+        try #require(made.status == 0, "\(made.stderr)")
+        let units = H264.annexBUnits(Array(try Data(contentsOf: URL(fileURLWithPath: work))))
+        let sps = try #require(units.first { ($0.first ?? 0) & 0x1F == 7 })
+        let sdp = RawRTSPClient.videoSDP + "a=fmtp:96 packetization-mode=1;sprop-parameter-sets=\(Data(sps).base64EncodedString())\r\n"
+
+        let node = try LiveTestNode()
+        let refused = try RawRTSPClient(port: node.port).announce(node.url("live/stream1_1"), sdp: sdp, authorization: RawRTSPClient.basic("user", "pass"))
+        #expect(refused.hasPrefix("RTSP/1.0 415") && refused.contains("4096x2160"), "\(refused)")
+        #expect(node.node.job("live/stream1")?.state == .waitingForPublisher)
+
+        let relay = try TestNode(configure: { $0.maximumPublishPixels = 1920 * 1080 })
+        let tooBig = try RawRTSPClient(port: relay.port).announce(relay.url("live/big_1"), sdp: sdp)
+        #expect(tooBig.hasPrefix("RTSP/1.0 415") && tooBig.contains("larger than the node's limit"), "\(tooBig)")
+    }
+
+    /// An origin that answers with an empty `Session:` fails that push attempt (counted, retried),
+    /// and the node keeps serving.
+    @Test func anOriginAnsweringWithAnEmptySessionFailsThePushNotTheNode() throws {
+        let origin = Process()
+        origin.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        origin.arguments = ["-c", """
+            import socket, re, sys, time
+            server = socket.socket(); server.bind(("127.0.0.1", 0)); server.listen(4); server.settimeout(30)
+            print(server.getsockname()[1], flush=True)
+            deadline = time.time() + 30
+            while time.time() < deadline:
+                try: client, _ = server.accept()
+                except socket.timeout: break
+                client.settimeout(5)
+                try:
+                    data = client.recv(65536)
+                    cseq = re.search(rb"CSeq: *([0-9]+)", data)
+                    client.sendall(b"RTSP/1.0 200 OK\\r\\nCSeq: " + (cseq.group(1) if cseq else b"1") + b"\\r\\nSession: \\r\\n\\r\\n")
+                    client.recv(65536)
+                except OSError: pass
+                client.close()
+            """]
+        let output = Pipe()
+        origin.standardOutput = output
+        try origin.run()
+        defer { stopProcess(origin) }
+        let portLine = String(decoding: output.fileHandleForReading.availableData, as: UTF8.self)
+        let originPort = try #require(Int(portLine.trimmingCharacters(in: .whitespacesAndNewlines)))
+
+        let node = try TestNode()
+        let publisher = try FFmpegPublisher(url: node.url("live/pushed_1"), transport: "tcp", seconds: 20)
+        try #require(node.waitUntilPlayable("live/pushed_1"), "\(publisher.errorText)")
+        let pusher = try #require(OriginPusher(stream: node.registry.stream("live/pushed_1"), origin: "rtsp://127.0.0.1:\(originPort)",
+                                               group: MultiThreadedEventLoopGroup.singleton, logger: Logger(label: "test.origin")))
+        pusher.start()
+        defer { pusher.stop() }
+        let deadline = Date().addingTimeInterval(10)
+        while pusher.statistics.failures == 0, Date() < deadline { Thread.sleep(forTimeInterval: 0.1) }
+        #expect(pusher.statistics.failures >= 1)
+        #expect(pusher.statistics.lastError?.contains("empty Session") == true, "\(pusher.statistics.lastError ?? "none")")
+        #expect(!pusher.statistics.connected)
+        let played = try play(node.url("live/pushed_1"), transport: "tcp", seconds: 1)
+        #expect(played.status == 0, "the node must keep serving: \(played.stderr)")
     }
 
     @Test func nodeWidePlayerCredentialsGuardDescribeAndSetup() throws {

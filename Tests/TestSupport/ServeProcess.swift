@@ -50,7 +50,7 @@ public final class ServeProcess: @unchecked Sendable {
         var http: String?, rtsp: String?
         while Date() < deadline, process.isRunning, http == nil || rtsp == nil {
             let output = (try? String(contentsOf: outputFile, encoding: .utf8)) ?? ""
-            http = output.firstMatch(of: /HTTP: (http:\/\/127\.0\.0\.1:\d+)\//).map { String($0.output.1) }
+            http = output.firstMatch(of: /HTTP: (http:\/\/127\.\d+\.\d+\.\d+:\d+)\//).map { String($0.output.1) }
             rtsp = output.firstMatch(of: /RTSP: (rtsp:\/\/127\.0\.0\.1:\d+)\//).map { String($0.output.1) }
             Thread.sleep(forTimeInterval: 0.1)
         }
