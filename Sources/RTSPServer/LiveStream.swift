@@ -186,6 +186,7 @@ public final class LiveStream: Sendable {
 
     func unsubscribe(_ subscriber: MediaSubscriber) {
         _ = state.withLock { $0.subscribers.removeValue(forKey: ObjectIdentifier(subscriber)) }
+        subscriber.stopCatchUp()
     }
 
     /// The stream is over (its job ended): players are told and dropped.

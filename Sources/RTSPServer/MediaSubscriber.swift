@@ -112,12 +112,21 @@ final class MediaSubscriber: Sendable {
         }
     }
 
+    /// The player left (PAUSE, TEARDOWN) while catching up: what it was still owed is dropped.
+    func stopCatchUp() {
+        state.withLock { state in
+            state.pending = []
+            state.pendingBytes = 0
+            state.joining = false
+        }
+    }
+
     /// Sends the held-back pictures whose catch-up time has come; false once none are left.
     private func sendDuePictures() -> Bool {
         let now = DispatchTime.now().uptimeNanoseconds
         let due: [PendingPicture] = state.withLock { state in
             guard let start = state.catchUpStart else { return [] }
-            let elapsedTicks = Int64((now &- start.uptime) / 1_000_000_000 * 90000 + (now &- start.uptime) % 1_000_000_000 * 90000 / 1_000_000_000)
+            let elapsedTicks = Int64(Double(now &- start.uptime) * 90000 / 1e9)
             var count = 0
             while count < state.pending.count, (state.pending[count].ticks &- start.ticks) / state.timeline.speed <= elapsedTicks { count += 1 }
             let due = Array(state.pending.prefix(count))
