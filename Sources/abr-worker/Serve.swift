@@ -173,7 +173,8 @@ struct Serve: AsyncParsableCommand {
             var lines = ["HTTP: \(base)/  (status page)   API: \(base)/as/v1/...   metrics: \(base)/metrics",
                          "RTSP: \(rtspBase)/<stream guid>"]
             for ladder in plane.node.ladders {
-                lines.append("  \(ladder.streamGuid): publish to \(rtspBase)/\(ladder.top.streamGuid)")
+                let credentials = ladder.publisherCredentials.map { " (as user \($0.username), with the provision's password)" } ?? ""
+                lines.append("  \(ladder.streamGuid): publish to \(rtspBase)/\(ladder.top.streamGuid)\(credentials)")
                 lines.append("    HLS: \(base)/hls/\(ladder.streamGuid)/master.m3u8")
                 lines.append("    RTSP: " + ladder.variants.map { "\(rtspBase)/\($0.streamGuid)" }.joined(separator: " "))
             }
