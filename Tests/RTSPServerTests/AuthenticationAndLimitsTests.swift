@@ -166,6 +166,29 @@ import TestSupport
         #expect(again.status() == 200)
     }
 
+    /// Publishers are counted apart from players: a full house of viewers cannot keep a publisher out.
+    @Test func publishersAndPlayersHaveTheirOwnQuotas() throws {
+        let node = try TestNode(configure: {
+            $0.maximumPublishers = 2
+            $0.maximumSessions = 1
+        })
+        let publisher = try FFmpegPublisher(url: node.url("live/quota_1"), transport: "tcp", seconds: 15)
+        try #require(node.waitUntilPlayable("live/quota_1"), "\(publisher.errorText)")
+        let setup = "SETUP \(node.url("live/quota_1"))/trackID=0 RTSP/1.0\r\nCSeq: 1\r\nTransport: RTP/AVP/TCP;unicast;interleaved=0-1\r\n\r\n"
+        let viewer = try RawRTSPClient(port: node.port)
+        viewer.send(setup)
+        #expect(viewer.status() == 200)
+        let crowd = try RawRTSPClient(port: node.port)
+        crowd.send(setup)
+        #expect(crowd.receiveResponse().contains("too many players"))
+        // Players are full; a second publisher still gets in, a third does not.
+        let second = try RawRTSPClient(port: node.port)
+        #expect(second.startPublishing(node.url("live/quota_2")).statuses == [200, 200, 200])
+        let third = try RawRTSPClient(port: node.port)
+        let refused = third.announce(node.url("live/quota_3"))
+        #expect(refused.hasPrefix("RTSP/1.0 503") && refused.contains("too many publishers"), "\(refused)")
+    }
+
     /// A client that sends requests and never reads the answers: the node stops reading from it
     /// instead of queueing answers, and a normal client is served meanwhile.
     @Test func aClientThatNeverReadsIsNotAnsweredWithoutBound() throws {
