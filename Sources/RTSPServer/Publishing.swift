@@ -111,16 +111,12 @@ struct IncomingTrack {
             let sps = sets.first { ($0.first ?? 0) & 0x1F == 7 }
             let pps = sets.first { ($0.first ?? 0) & 0x1F == 8 }
             kind = .video(H264Depacketizer(sps: sps, pps: pps))
-            if let sps, let pps { videoFormat = VideoFormat(sps: sps, pps: pps, frameRate: Self.frameRate(media)) }
+            if let sps, let pps { videoFormat = VideoFormat(sps: sps, pps: pps, frameRate: media.frameRate) }
         } else if let config = media.aacConfig {
             kind = .audio(AACDepacketizer(), AudioFormat(sampleRate: media.clockRate, channels: media.channels ?? 2, config: config))
         } else {
             kind = .unsupported
         }
-    }
-
-    static func frameRate(_ media: SessionDescription.Media) -> Double? {
-        media.frameRate
     }
 
     /// Continuous ticks from 32-bit RTP timestamps (which wrap, and start at a random value).

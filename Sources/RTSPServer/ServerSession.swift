@@ -90,7 +90,7 @@ final class ServerSession: Sendable {
                     let units = depacketizer.push(ready, lostBefore: lost)
                     if let sps = depacketizer.sps, let pps = depacketizer.pps,
                        track.videoFormat?.sps != sps || track.videoFormat?.pps != pps {
-                        track.videoFormat = VideoFormat(sps: sps, pps: pps, frameRate: IncomingTrack.frameRate(track.media)) ?? track.videoFormat
+                        track.videoFormat = VideoFormat(sps: sps, pps: pps, frameRate: track.media.frameRate) ?? track.videoFormat
                     }
                     for unit in units {
                         let ticks = track.unwrap(unit.timestamp, startTicks: Int64(sinceStart * 90000))
