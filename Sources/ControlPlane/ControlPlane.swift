@@ -101,6 +101,8 @@ public final class ControlPlane: Sendable {
             public var players: Int
             public var latencyP50Ms: Double?
             public var latencyP99Ms: Double?
+            /// HLS segments that could not be written (disk full) and were skipped.
+            public var segmentWriteFailures: Int
             public var rtsp: String?
             public var hls: String
         }
@@ -109,6 +111,8 @@ public final class ControlPlane: Sendable {
         public var state: String
         public var publisher: Publisher?
         public var droppedAtIngest: Int
+        /// Publisher notifications not recorded (unknown names, over the rate limit).
+        public var notificationsRefused: Int
         public var hlsMaster: String
         public var variants: [VariantView]
         /// The job history from the store (detail views only).
@@ -141,6 +145,7 @@ public final class ControlPlane: Sendable {
                 averageBitRate: v?.averageBitRate ?? 0, peakBitRate: v?.peakBitRate ?? 0,
                 players: registry.existingStream(variant.streamGuid)?.playerCount ?? 0,
                 latencyP50Ms: v?.latencyP50.map(roundedMilliseconds), latencyP99Ms: v?.latencyP99.map(roundedMilliseconds),
+                segmentWriteFailures: v?.segmentWriteFailures ?? 0,
                 rtsp: rtsp.map { "\($0)/\(variant.streamGuid)" },
                 hls: "/hls/\(ladder.streamGuid)/\(LiveLadderJob.variantPlaylistPath(ladder: ladder, level: variant.level))")
         }
@@ -149,7 +154,7 @@ public final class ControlPlane: Sendable {
                               height: status?.sourceHeight, fps: status?.sourceFrameRate)
         }
         return JobView(streamGuid: ladder.streamGuid, state: status?.state.rawValue ?? "provisioned", publisher: publisher,
-                       droppedAtIngest: status?.droppedAtIngest ?? 0, hlsMaster: "/hls/\(ladder.streamGuid)/master.m3u8",
+                       droppedAtIngest: status?.droppedAtIngest ?? 0, notificationsRefused: status?.notificationsRefused ?? 0, hlsMaster: "/hls/\(ladder.streamGuid)/master.m3u8",
                        variants: variants, history: history ? (try? store.history(ladder.streamGuid)) : nil)
     }
 

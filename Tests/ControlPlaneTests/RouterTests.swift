@@ -417,6 +417,8 @@ enum PrometheusText {
         #expect(kept.first?.detail.utf8.count == LiveLadderJob.maximumNotificationValue)
         #expect(kept.count <= Int(LiveLadderJob.notificationBurst) + 2, "kept \(kept.count) of 501")
         #expect(job.status.notificationsRefused >= 500 - Int(LiveLadderJob.notificationBurst) - 2)
+        #expect(test.plane.jobView("live/stream1")?.notificationsRefused == job.status.notificationsRefused, "the API shows the count")
+        #expect(test.plane.jobView("live/stream1")?.variants.allSatisfy { $0.segmentWriteFailures == 0 } == true)
     }
 
     @Test func theHistoryIsCappedPerStream() async throws {

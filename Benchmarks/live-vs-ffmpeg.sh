@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# Live density: N real-time publishes into one node against N ffmpeg processes doing the same
+# ladder in real time, in one run, on the same clip (720p30: top copied + 480p + 360p, x264
+# veryfast/zerolatency, the node's settings). For each side it measures CPU over a steady window
+# and reports cores per real-time job; for the node also drops, encoded rungs' fps, added latency
+# p50/p99 per rung (publisher arrival to sent), first-frame time for a new player, RSS per job.
+#
+#   Benchmarks/live-vs-ffmpeg.sh [N...]     (default: 1 2 4; ./abr bench live runs it)
+#
+# Environment: SECONDS_PER_RUN (default 40: 10 s warm-up, then the measured window).
+# Everything runs on loopback and stops by itself. Compare ratios, not absolute figures.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+counts=("$@")
+[ ${#counts[@]} -gt 0 ] || counts=(1 2 4)
+run_seconds=${SECONDS_PER_RUN:-40}
+warmup=10
+work=Benchmarks/work/live
+mkdir -p "$work"
+
+swift build -c release --product abr-worker >/dev/null
+worker=.build/release/abr-worker
+clip=Benchmarks/work/source-720p30-20s.mp4
+if [ ! -f "$clip" ]; then
+  ffmpeg -hide_banner -loglevel error -y \
+    -f lavfi -i "testsrc2=size=1280x720:rate=30:duration=20,noise=alls=10:allf=t" \
+    -f lavfi -i "sine=frequency=440:sample_rate=48000:duration=20" \
+    -c:v libx264 -preset veryfast -profile:v high -bf 0 -g 60 -keyint_min 60 -sc_threshold 0 \
+    -b:v 2000k -maxrate 2000k -bufsize 2000k -c:a aac -b:a 96k -ac 2 "$clip"
+fi
+
+cpu_ticks() { # pid... → utime+stime of all, in clock ticks
+  local total=0
+  for pid in "$@"; do
+    [ -r "/proc/$pid/stat" ] || continue
+    total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat")))
+  done
+  echo "$total"
+}
+hz=$(getconf CLK_TCK)
+
+provision() { # n → a Stream Manager 2.0 file for live/bench<n>
+  cat >"$work/bench$1.json" <<JSON
+[{"streamGuid": "live/bench$1", "streams": [
+  {"streamGuid": "live/bench$1_1", "abrLevel": 1, "videoParams": {"videoBitRate": 2500000, "videoWidth": 1280, "videoHeight": 720}},
+  {"streamGuid": "live/bench$1_2", "abrLevel": 2, "videoParams": {"videoBitRate": 1000000, "videoWidth": 854, "videoHeight": 480}},
+  {"streamGuid": "live/bench$1_3", "abrLevel": 3, "videoParams": {"videoBitRate": 600000, "videoWidth": 640, "videoHeight": 360}}]}]
+JSON
+  echo "$work/bench$1.json"
+}
+
+# Time from PLAY to the first video RTP packet, over TCP, as a new player sees it.
+first_frame_ms() { # rtsp url
+  python3 - "$1" <<'PY'
+import socket, sys, time, re
+url = sys.argv[1]
+host, port = re.match(r"rtsp://([^:/]+):(\d+)/", url).groups()
+s = socket.create_connection((host, int(port)), timeout=5)
+def request(text):
+    s.sendall(text.encode())
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += s.recv(65536)
+    return data.decode(errors="replace")
+reply = request(f"SETUP {url}/trackID=0 RTSP/1.0\r\nCSeq: 1\r\nTransport: RTP/AVP/TCP;unicast;interleaved=0-1\r\n\r\n")
+session = re.search(r"Session: *([^;\r\n]+)", reply).group(1)
+start = time.monotonic()
+s.sendall(f"PLAY {url} RTSP/1.0\r\nCSeq: 2\r\nSession: {session}\r\n\r\n".encode())
+buffer = b""
+while True:
+    chunk = s.recv(65536)
+    if not chunk:
+        print("nan"); break
+    buffer += chunk
+    index = buffer.find(b"$\x00")
+    if index >= 0:
+        print(f"{(time.monotonic() - start) * 1000:.0f}"); break
+PY
+}
+
+results=()
+for n in "${counts[@]}"; do
+  echo "== N=$n: abr-worker serve" >&2
+  rm -rf "$work/data"
+  arguments=()
+  for i in $(seq 1 "$n"); do arguments+=(--provision "$(provision "$i")"); done
+  rtsp_port=18854
+  http_port=18855
+  "$worker" serve --rtsp-port "$rtsp_port" --http-port "$http_port" --data-dir "$work/data" --status-interval 0 \
+    "${arguments[@]}" >"$work/node.log" 2>&1 &
+  node=$!
+  sleep 3
+  publishers=()
+  for i in $(seq 1 "$n"); do
+    ffmpeg -hide_banner -loglevel error -re -stream_loop -1 -i "$clip" -t "$run_seconds" -c copy -f rtsp -rtsp_transport tcp \
+      "rtsp://127.0.0.1:$rtsp_port/live/bench${i}_1" </dev/null >/dev/null 2>&1 &
+    publishers+=($!)
+  done
+  sleep "$warmup"
+  before=$(cpu_ticks "$node")
+  started=$(date +%s.%N)
+  sleep $((run_seconds - warmup - 5))
+  after=$(cpu_ticks "$node")
+  ended=$(date +%s.%N)
+  first_frame=$(first_frame_ms "rtsp://127.0.0.1:$rtsp_port/live/bench1_3" || echo nan)
+  rss=$(awk '/^VmRSS/ {printf "%.0f", $2 / 1024}' "/proc/$node/status")
+  jobs=$(curl -s --max-time 5 "http://127.0.0.1:$http_port/v1/jobs" || echo '[]')
+  node_line=$(python3 - "$jobs" "$before" "$after" "$started" "$ended" "$hz" "$n" "$rss" "$first_frame" <<'PY'
+import json, sys
+jobs = json.loads(sys.argv[1]); before, after = int(sys.argv[2]), int(sys.argv[3])
+wall = float(sys.argv[5]) - float(sys.argv[4]); hz = int(sys.argv[6]); n = int(sys.argv[7])
+cores = (after - before) / hz / wall
+drops = sum(j.get("droppedAtIngest", 0) + sum(v.get("droppedFrames", 0) for v in j.get("variants", [])) for j in jobs)
+rungs = [v for j in jobs for v in j.get("variants", []) if v.get("abrLevel", 1) > 1]
+fps = min((v.get("fps", 0) for v in rungs), default=0)
+p50 = max((v.get("latencyP50Ms") or 0 for v in rungs), default=0)
+p99 = max((v.get("latencyP99Ms") or 0 for v in rungs), default=0)
+print(f"{cores / n:.3f} {drops} {fps} {p50:.0f} {p99:.0f} {int(sys.argv[8]) / n:.0f} {sys.argv[9]}")
+PY
+)
+  for pid in "${publishers[@]}"; do kill "$pid" 2>/dev/null || true; done
+  kill -INT "$node" 2>/dev/null || true
+  wait "$node" 2>/dev/null || true
+  wait 2>/dev/null || true
+
+  echo "== N=$n: ffmpeg per stream" >&2
+  x264=(-c:v libx264 -preset veryfast -tune zerolatency -profile:v high -bf 0 -g 60 -keyint_min 60 -sc_threshold 0 -pix_fmt yuv420p)
+  ffmpegs=()
+  for i in $(seq 1 "$n"); do
+    ffmpeg -hide_banner -loglevel error -stats_period 1 -progress "$work/ffmpeg$i.progress" -re -stream_loop -1 -i "$clip" -t "$run_seconds" \
+      -filter_complex "[0:v]split=2[s2][s3];[s2]scale=854:480:flags=bicubic[v2];[s3]scale=640:360:flags=bicubic[v3]" \
+      -map 0:v -map 0:a -c copy -f null - \
+      -map "[v2]" -map 0:a -c:a copy "${x264[@]}" -b:v 1000k -maxrate 1000k -bufsize 1000k -f null - \
+      -map "[v3]" -map 0:a -c:a copy "${x264[@]}" -b:v 600k -maxrate 600k -bufsize 600k -f null - </dev/null >/dev/null 2>&1 &
+    ffmpegs+=($!)
+  done
+  sleep "$warmup"
+  before=$(cpu_ticks "${ffmpegs[@]}")
+  started=$(date +%s.%N)
+  sleep $((run_seconds - warmup - 5))
+  after=$(cpu_ticks "${ffmpegs[@]}")
+  ended=$(date +%s.%N)
+  speeds=$(for i in $(seq 1 "$n"); do grep '^speed=' "$work/ffmpeg$i.progress" | tail -n 1 | tr -dc '0-9.'; echo; done | sort -n | head -n 1)
+  for pid in "${ffmpegs[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  ffmpeg_cores=$(python3 -c "print(f'{($after - $before) / $hz / ($ended - $started) / $n:.3f}')")
+  results+=("$n $node_line $ffmpeg_cores ${speeds:-nan}")
+done
+
+echo
+echo "| N | node cores/job | ffmpeg cores/job | ffmpeg/node | node drops | lowest rung fps | latency p50/p99 (ms) | first frame (ms) | RSS/job (MB) | slowest ffmpeg speed |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+for line in "${results[@]}"; do
+  read -r n cores drops fps p50 p99 rss first ffmpeg speed <<<"$line"
+  ratio=$(python3 -c "print(f'{$ffmpeg / $cores:.2f}' if $cores > 0 else 'nan')")
+  echo "| $n | $cores | $ffmpeg | ${ratio}× | $drops | $fps | $p50 / $p99 | $first | $rss | ${speed}× |"
+done
