@@ -185,7 +185,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         let channel = EmbeddedChannel(handler: service.makeConnectionHandler())
         for chunk in bytes.dropFirst().chunks(of: Int(first) * 8 + 1) {
             guard channel.isActive else { break }
-            try? channel.writeInbound(ByteBuffer(bytes: chunk))
+            _ = try? channel.writeInbound(ByteBuffer(bytes: chunk))
             while (try? channel.readOutbound(as: ByteBuffer.self)) ?? nil != nil {}
         }
         _ = try? channel.finish()
