@@ -21,9 +21,15 @@ worker=.build/release/abr-worker
 rtsp_port=18754
 http_port=18755
 
-"$worker" serve --rtsp-port "$rtsp_port" --http-port "$http_port" --data-dir "$work/data" --status-interval 0 \
+# ABR_SOAK_PREFIX runs the node under a tool (e.g. "heaptrack -o Benchmarks/work/soak/heap") to see
+# where memory goes; the figures below are then the node's own, found by its command line.
+${ABR_SOAK_PREFIX:-} "$worker" serve --rtsp-port "$rtsp_port" --http-port "$http_port" --data-dir "$work/data" --status-interval 0 \
   --provision Fixtures/provisions/sm2-3-level.json --publish-loop Fixtures/720p30-h264-aac.mp4 >"$work/node.log" 2>&1 &
 node=$!
+if [ -n "${ABR_SOAK_PREFIX:-}" ]; then
+  sleep 5
+  node=$(pgrep -n -f "abr-worker serve --rtsp-port $rtsp_port") || { echo "soak: the node did not start" >&2; exit 1; }
+fi
 cleanup() {
   kill $(jobs -p) 2>/dev/null || true
   kill -INT "$node" 2>/dev/null || true
