@@ -28,6 +28,8 @@ let package = Package(
             providers: [.apt(["libavcodec-dev", "libavformat-dev", "libswscale-dev", "libavutil-dev", "libx264-dev"])]
         ),
         .target(name: "MediaCore"),
+        // glibc allocator tuning (malloc.h) for the long-running node.
+        .target(name: "CAllocator"),
         // RTSP/SDP/RTP as pure codecs and state machines: NIOCore's ByteBuffer, no sockets.
         .target(
             name: "RTSP",
@@ -79,7 +81,7 @@ let package = Package(
         .executableTarget(
             name: "abr-worker",
             dependencies: [
-                "Transcoder", "MediaCore", "RTSPServer", "LiveNode", "ControlPlane",
+                "Transcoder", "MediaCore", "RTSPServer", "LiveNode", "ControlPlane", "CAllocator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),

@@ -94,6 +94,7 @@ struct Serve: AsyncParsableCommand {
 
     func run() async throws {
         LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
+        MemoryReturn.configureAllocator()
         FFmpegLibrary.setLogLevel(.error)
         let metrics = NodeMetrics()
         // HTTP request metrics from Hummingbird land in the same registry as the node's gauges.
@@ -186,6 +187,7 @@ struct Serve: AsyncParsableCommand {
             StoreService(store: store, logger: logger),
             NodeService(plane: plane, rtsp: rtspService, statusInterval: statusInterval, logger: logger),
             http,
+            MemoryReturn(interval: .seconds(30), logger: logger),
         ]
         if let (file, url) = publishTarget {
             services.append(LoopPublisher(file: file, url: url, logger: logger))
