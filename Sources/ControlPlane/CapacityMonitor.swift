@@ -60,11 +60,13 @@ public final class CapacityMonitor: Sendable {
         self.statuses = statuses
     }
 
-    /// Cores a ladder is expected to need before it is measured: its encoded rungs' pixel rate
-    /// (the top counted too, since whether it passes through is only known once published).
-    public func estimatedCores(_ ladder: Ladder, frameRate: Double? = nil) -> Double {
+    /// Cores a ladder is expected to need before it is measured: its encoded rungs' pixel rate.
+    /// The top counts unless it is known to pass through (a publisher announced the top's size):
+    /// before a publish, whether it will is unknown.
+    public func estimatedCores(_ ladder: Ladder, frameRate: Double? = nil, topPassesThrough: Bool = false) -> Double {
         let rate = frameRate ?? configuration.assumedFrameRate
-        return ladder.variants.reduce(0) { $0 + Double($1.pixelCount) * rate } * configuration.coresPerPixelRate
+        let encoded = ladder.variants.filter { !(topPassesThrough && $0.level == ladder.top.level) }
+        return encoded.reduce(0) { $0 + Double($1.pixelCount) * rate } * configuration.coresPerPixelRate
     }
 
     /// Cores each running job keeps busy, measured over the last seconds.
@@ -105,12 +107,12 @@ public final class CapacityMonitor: Sendable {
     }
 
     /// Why a publish to `ladder` would overload the node, or nil when it fits.
-    public func admissionRefusal(_ ladder: Ladder) -> String? {
+    public func admissionRefusal(_ ladder: Ladder, topPassesThrough: Bool = false) -> String? {
         let statuses = statuses()
         let others = statuses.filter { $0.state == .running && $0.streamGuid != ladder.streamGuid }
         let measured = measuredCores(statuses)
         let used = others.reduce(0.0) { $0 + (measured[$1.streamGuid] ?? estimate($1)) }
-        return refusalReason(usedCores: used, neededCores: estimatedCores(ladder), what: ladder.streamGuid)
+        return refusalReason(usedCores: used, neededCores: estimatedCores(ladder, topPassesThrough: topPassesThrough), what: ladder.streamGuid)
     }
 
     private func estimate(_ status: LiveLadderJob.Status) -> Double {

@@ -53,7 +53,7 @@ public final class ControlPlane: Sendable {
         }
         self.capacity = capacity
         var nodeConfiguration = nodeConfiguration
-        nodeConfiguration.admission = { capacity.admissionRefusal($0) }
+        nodeConfiguration.admission = { capacity.admissionRefusal($0, topPassesThrough: $1) }
         let node = LiveNode(configuration: nodeConfiguration, registry: registry, logger: Logger(label: "abr.node")) { guid, event in
             events.publish(streamGuid: guid, time: event.time, kind: event.kind, detail: event.detail)
         }
@@ -103,6 +103,10 @@ public final class ControlPlane: Sendable {
             public var latencyP99Ms: Double?
             /// HLS segments that could not be written (disk full) and were skipped.
             public var segmentWriteFailures: Int
+            /// The node is over capacity and stopped encoding this rung (lowest rungs go first).
+            public var shed: Bool
+            /// Frames not encoded while the rung was shed.
+            public var shedFrames: Int
             public var rtsp: String?
             public var hls: String
         }
@@ -145,7 +149,7 @@ public final class ControlPlane: Sendable {
                 averageBitRate: v?.averageBitRate ?? 0, peakBitRate: v?.peakBitRate ?? 0,
                 players: registry.existingStream(variant.streamGuid)?.playerCount ?? 0,
                 latencyP50Ms: v?.latencyP50.map(roundedMilliseconds), latencyP99Ms: v?.latencyP99.map(roundedMilliseconds),
-                segmentWriteFailures: v?.segmentWriteFailures ?? 0,
+                segmentWriteFailures: v?.segmentWriteFailures ?? 0, shed: v?.shed ?? false, shedFrames: v?.shedFrames ?? 0,
                 rtsp: rtsp.map { "\($0)/\(variant.streamGuid)" },
                 hls: "/hls/\(ladder.streamGuid)/\(LiveLadderJob.variantPlaylistPath(ladder: ladder, level: variant.level))")
         }

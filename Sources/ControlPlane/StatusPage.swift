@@ -69,7 +69,7 @@ enum StatusPage {
                 if (!row) continue;
                 const set = (c, t) => row.querySelector(c).textContent = t;
                 set(".avg", kbps(v.averageBitRate)); set(".peak", kbps(v.peakBitRate)); set(".fps", v.fps);
-                set(".frames", v.framesOut); set(".drops", v.droppedFrames); set(".players", v.players);
+                set(".frames", v.framesOut); set(".drops", v.shed ? v.droppedFrames + " (shed)" : v.droppedFrames); set(".players", v.players);
                 set(".lat", v.latencyP50Ms == null ? "–" : `${v.latencyP50Ms}/${v.latencyP99Ms} ms`);
               }
             }

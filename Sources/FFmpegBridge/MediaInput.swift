@@ -11,10 +11,15 @@ public protocol PacketReader: AnyObject {
     func read() throws(FFmpegError) -> MediaInput.ReadResult
     /// When the packet `read` returned last arrived from the network (uptime nanoseconds), for live inputs.
     var lastArrival: UInt64? { get }
+    /// Whether every video packet is a whole picture. Demuxers of RTP and raw streams may hand
+    /// one picture's slices over as separate packets; a reader that assembles access units itself
+    /// spares the job from holding each packet back until the next shows where the picture ends.
+    var deliversWholeAccessUnits: Bool { get }
 }
 
 extension PacketReader {
     public var lastArrival: UInt64? { nil }
+    public var deliversWholeAccessUnits: Bool { false }
 }
 
 /// What a demuxed stream is, read once when the input opens.

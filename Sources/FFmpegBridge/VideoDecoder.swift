@@ -14,9 +14,12 @@ public final class VideoDecoder {
         case drained
     }
 
-    /// - Parameter maximumPixels: pictures larger than this (width × height) are refused by
-    ///   libavcodec (`max_pixels`), including after an in-band SPS change; nil keeps its default.
-    public init(stream: StreamInfo, threads: Int, maximumPixels: Int? = nil) throws(FFmpegError) {
+    /// - Parameters:
+    ///   - maximumPixels: pictures larger than this (width × height) are refused by libavcodec
+    ///     (`max_pixels`), including after an in-band SPS change; nil keeps its default.
+    ///   - lowDelay: slice threads only. Frame threads hold `threads - 1` pictures back before the
+    ///     first comes out, latency a live job cannot afford and throughput a file job wants.
+    public init(stream: StreamInfo, threads: Int, maximumPixels: Int? = nil, lowDelay: Bool = false) throws(FFmpegError) {
         let par = stream.parameters.pointer
         guard let codec = avcodec_find_decoder(par.pointee.codec_id) else {
             throw FFmpegError(operation: "avcodec_find_decoder", message: "no decoder for \(stream.codecName)")
@@ -29,7 +32,7 @@ public final class VideoDecoder {
         try check(avcodec_parameters_to_context(context, par), "avcodec_parameters_to_context")
         context.pointee.pkt_timebase = stream.timeBase.av
         context.pointee.thread_count = Int32(max(1, threads))
-        context.pointee.thread_type = FF_THREAD_FRAME | FF_THREAD_SLICE
+        context.pointee.thread_type = lowDelay ? FF_THREAD_SLICE : FF_THREAD_FRAME | FF_THREAD_SLICE
         if let maximumPixels { context.pointee.max_pixels = Int64(max(1, maximumPixels)) }
         try check(avcodec_open2(context, codec, nil), "cannot open \(stream.codecName) decoder")
     }

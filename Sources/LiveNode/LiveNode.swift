@@ -21,9 +21,13 @@ public final class LiveNode: PublishPolicy, Sendable {
         public var hlsWindow = 6
         /// `rtsp://host:port` of an origin every variant is also pushed to.
         public var origin: String?
-        /// Asked before a publisher starts or resumes a ladder's job; a reason refuses the
-        /// publish with 503 (the node would fall behind real time with it).
-        public var admission: (@Sendable (Ladder) -> String?)?
+        /// Asked before a publisher starts or resumes a ladder's job, with whether its top will be
+        /// passed through (from the announced picture size); a reason refuses the publish with 503
+        /// (the node would fall behind real time with it).
+        public var admission: (@Sendable (Ladder, _ topPassesThrough: Bool) -> String?)?
+        /// Sheds the lowest rungs of the node's jobs when it cannot encode all of them in real time
+        /// (nil: every rung drops frames by itself when its encoder falls behind).
+        public var loadShedder: LoadShedder?
         public init(dataDirectory: URL) {
             self.dataDirectory = dataDirectory
         }
@@ -116,7 +120,7 @@ public final class LiveNode: PublishPolicy, Sendable {
         return LiveLadderJob(
             ladder: ladder, hlsDirectory: configuration.dataDirectory.appendingPathComponent("hls/\(ladder.streamGuid)"),
             options: configuration.transcode, grace: configuration.grace, mediaTimeout: configuration.mediaTimeout,
-            hlsWindow: configuration.hlsWindow, sinks: sinks, logger: logger, onEvent: onEvent)
+            hlsWindow: configuration.hlsWindow, sinks: sinks, logger: logger, loadShedder: configuration.loadShedder, onEvent: onEvent)
     }
 
     /// Stops every job and waits for their outputs to be finished.
@@ -140,12 +144,17 @@ public final class LiveNode: PublishPolicy, Sendable {
             guard job.acceptsPublisher else {
                 return .refuse(status: 403, reason: "\(request.path) already has a publisher")
             }
-            if let sps = request.description.media.first(where: \.isH264)?.spropSPS.flatMap({ H264SPS($0) }),
-               sps.width * sps.height > job.maximumDecodedPixels {
+            let sps = request.description.media.first(where: \.isH264)?.spropSPS.flatMap({ H264SPS($0) })
+            if let sps, sps.width * sps.height > job.maximumDecodedPixels {
                 return .refuse(status: 415, reason: "\(request.path): picture \(sps.width)x\(sps.height) is more than 4 times the top variant's "
                                    + "\(ladder.top.width)x\(ladder.top.height); publish at most \(job.maximumDecodedPixels) pixels")
             }
-            if let refusal = configuration.admission?(ladder) {
+            let topPassesThrough = switch configuration.transcode.topMode {
+            case .encode: false
+            case .passthrough: true
+            case .auto: sps.map { $0.width == ladder.top.width && $0.height == ladder.top.height } ?? false
+            }
+            if let refusal = configuration.admission?(ladder, topPassesThrough) {
                 logger.warning("publish refused: \(refusal)", metadata: ["stream.guid": "\(ladder.streamGuid)"])
                 return .refuse(status: 503, reason: refusal)
             }

@@ -23,7 +23,9 @@ struct Ingest {
     var idleLimit: Double?
     /// Live jobs: where each picture's arrival time is kept for latency measurement.
     var arrivals: ArrivalTimes?
-    private var idleSeconds = 0.0
+    /// When the input last delivered a packet (uptime nanoseconds): silence is measured on the clock,
+    /// not by counting the reader's wake-ups.
+    private var lastDelivery = DispatchTime.now().uptimeNanoseconds
 
     private(set) var videoPackets = 0
     private(set) var skippedLeadingPackets = 0
@@ -41,8 +43,9 @@ struct Ingest {
     /// Grid decisions taken on keyframe packets, waiting for their decoded frames (follow-source mode).
     private var decisionsByPTS: [Int64: KeyframeGrid.Decision] = [:]
     private var lastProgress = DispatchTime(uptimeNanoseconds: 0)
-    /// The video packet read last, held back in case the next one is another slice of the same picture.
-    private var heldVideo: Packet?
+    /// The video packet read last and when it arrived, held back in case the next one is another
+    /// slice of the same picture (only for readers that may split pictures).
+    private var heldVideo: (packet: Packet, arrival: UInt64?)?
     private var frameDuration: Double
 
     init(source: any PacketReader, video: StreamInfo, audio: AudioTrack?, decoder: VideoDecoder, pipelines: [VariantPipeline],
@@ -73,6 +76,7 @@ struct Ingest {
     mutating func run() throws(TranscodeError) {
         let passthrough = self.passthrough
         let encoders = self.encoders
+        let holdsPictures = !source.deliversWholeAccessUnits
         readLoop: while true {
             if let failure = pipelines.lazy.compactMap({ $0.statistics.failure }).first {
                 throw .failed(failure)
@@ -84,12 +88,12 @@ struct Ingest {
                 switch try source.read() {
                 case let .packet(p):
                     packet = p
-                    idleSeconds = 0
+                    lastDelivery = DispatchTime.now().uptimeNanoseconds
                 case .endOfInput:
                     break readLoop
                 case .idle:
-                    idleSeconds += LiveSource.pollInterval
-                    if let idleLimit, idleSeconds >= idleLimit {
+                    let silent = Double(DispatchTime.now().uptimeNanoseconds &- lastDelivery) / 1e9
+                    if let idleLimit, silent >= idleLimit {
                         logger.info("input \(source.url) sent nothing for \(idleLimit) s")
                         break readLoop
                     }
@@ -106,18 +110,24 @@ struct Ingest {
                 throw .badInput("input \(source.url) is corrupted or truncated: \(error.message)")
             }
             if packet.streamIndex == video.index {
+                let arrival = source.lastArrival
+                guard holdsPictures else {
+                    try handleVideo(packet, arrival: arrival, passthrough: passthrough, encoders: encoders)
+                    reportProgress(force: false)
+                    continue readLoop
+                }
                 // RTSP and raw inputs may deliver one picture's slices as separate packets with one
                 // timestamp; an MP4 sample must be the whole access unit, so they are joined here.
-                if let held = heldVideo, held.pts != noTimestamp, held.pts == packet.pts {
+                if let held = heldVideo, held.packet.pts != noTimestamp, held.packet.pts == packet.pts {
                     do {
-                        heldVideo = try held.appending(packet)
+                        heldVideo = (try held.packet.appending(packet), held.arrival)
                     } catch {
                         throw .failed(error.description)
                     }
                     continue
                 }
-                if let held = heldVideo { try handleVideo(held, passthrough: passthrough, encoders: encoders) }
-                heldVideo = packet
+                if let held = heldVideo { try handleVideo(held.packet, arrival: held.arrival, passthrough: passthrough, encoders: encoders) }
+                heldVideo = (packet, arrival)
             } else if let audio, packet.streamIndex == audio.stream.index {
                 handleAudio(packet)
             }
@@ -125,7 +135,7 @@ struct Ingest {
         }
         if let held = heldVideo {
             heldVideo = nil
-            try handleVideo(held, passthrough: passthrough, encoders: encoders)
+            try handleVideo(held.packet, arrival: held.arrival, passthrough: passthrough, encoders: encoders)
         }
         do {
             try decoder.send(nil)
@@ -136,7 +146,8 @@ struct Ingest {
         reportProgress(force: true)
     }
 
-    private mutating func handleVideo(_ packet: Packet, passthrough: VariantPipeline?, encoders: [VariantPipeline]) throws(TranscodeError) {
+    private mutating func handleVideo(_ packet: Packet, arrival: UInt64?, passthrough: VariantPipeline?,
+                                      encoders: [VariantPipeline]) throws(TranscodeError) {
         if videoOrigin == nil {
             // Nothing before the first keyframe can be decoded or played, and nothing without a
             // timestamp can anchor the timeline (RTSP sources send some before their first RTCP report).
@@ -159,7 +170,7 @@ struct Ingest {
         if firstPacket, passthrough != nil, packet.pts != noTimestamp, packet.dts != noTimestamp, packet.pts > packet.dts {
             encoders.forEach { $0.submit(.decodeOffset(packet.pts - packet.dts)) }
         }
-        if let arrivals, let arrival = source.lastArrival, packet.pts != noTimestamp {
+        if let arrivals, let arrival, packet.pts != noTimestamp {
             arrivals.record(timelineTicks: packet.timeBase.rescale(packet.pts, to: ArrivalTimes.timeBase), arrival: arrival)
         }
         var decision = KeyframeGrid.Decision.none
@@ -169,13 +180,21 @@ struct Ingest {
             decisionsByPTS[packet.pts] = decision
             sourceKeyframeTimes.append(time)
         }
+        // The passed-through top goes first: it must not wait for the decoder. It gets its own
+        // reference, because its queue's muxer rewrites the packet while the decoder reads it.
+        if let passthrough {
+            do {
+                passthrough.submit(.packet(try packet.reference(), decision))
+            } catch {
+                throw .failed(error.description)
+            }
+        }
         do {
             try decoder.send(packet)
         } catch {
             // A damaged packet costs its own frame (or a GOP); the stream goes on.
             decodeErrors += 1
         }
-        passthrough?.submit(.packet(packet, decision))
         try drainDecoder(encoders: encoders)
     }
 

@@ -16,7 +16,7 @@ import Synchronization
 /// finished (`EXT-X-ENDLIST`, players closed).
 ///
 /// Threads: publishers call `attach`/`detach` from any thread; the job runs on its own thread.
-public final class LiveLadderJob: @unchecked Sendable {
+public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
     // @unchecked: `shared` is guarded by `condition`; everything else mutable is touched only on
     // the job's own thread (`pipelines`, `grid`, `timelineEnd`, ...), or is itself thread-safe.
 
@@ -52,6 +52,10 @@ public final class LiveLadderJob: @unchecked Sendable {
         public var busySeconds: Double
         /// HLS segments that could not be written (disk full...) and were skipped; the job goes on.
         public var segmentWriteFailures: Int
+        /// The node is over capacity and stopped encoding this rung (lowest rungs go first).
+        public var shed: Bool
+        /// Frames not encoded while the rung was shed.
+        public var shedFrames: Int
     }
 
     public struct Status: Sendable, Codable {
@@ -80,6 +84,10 @@ public final class LiveLadderJob: @unchecked Sendable {
     let sinks: [Int: any VariantSink]
     let logger: Logger
     let onEvent: (@Sendable (Event) -> Void)?
+    /// The node's cores this job shares with the others: its thread plan is sized for its share.
+    let coreBudget: CoreBudget
+    /// Sheds this job's lower rungs when the node cannot encode everything in real time (nil: never).
+    let loadShedder: LoadShedder?
 
     private let condition = NSCondition()
     private var shared = Shared()
@@ -134,7 +142,7 @@ public final class LiveLadderJob: @unchecked Sendable {
 
     public init(ladder: Ladder, hlsDirectory: URL, options: TranscodeOptions, grace: Double = 30, mediaTimeout: Double = 5,
                 hlsWindow: Int = 6, sinks: [Int: any VariantSink] = [:], logger: Logger = Logger(label: "abr.live"),
-                onEvent: (@Sendable (Event) -> Void)? = nil) {
+                coreBudget: CoreBudget = .node, loadShedder: LoadShedder? = nil, onEvent: (@Sendable (Event) -> Void)? = nil) {
         self.ladder = ladder
         self.hlsDirectory = hlsDirectory
         var options = options
@@ -151,10 +159,15 @@ public final class LiveLadderJob: @unchecked Sendable {
         logger[metadataKey: "stream.guid"] = "\(ladder.streamGuid)"
         self.logger = logger
         self.onEvent = onEvent
+        self.coreBudget = coreBudget
+        self.loadShedder = loadShedder
     }
 
-    /// Starts the job's thread; it waits for a publisher.
+    /// Starts the job's thread; it waits for a publisher. The job counts in the node's core budget
+    /// from now until it ends, so ladders provisioned together plan for each other.
     public func start() {
+        coreBudget.join()
+        loadShedder?.register(self)
         let thread = Thread { [self] in main() }
         thread.name = "abr.live.\(ladder.name)"
         thread.stackSize = 4 << 20
@@ -243,7 +256,7 @@ public final class LiveLadderJob: @unchecked Sendable {
                                  fps: elapsed > 0 ? (Double(s.framesOut) / elapsed * 10).rounded() / 10 : 0,
                                  averageBitRate: s.averageBitRate, peakBitRate: s.peakBitRate,
                                  latencyP50: s.latencyP50, latencyP99: s.latencyP99, busySeconds: s.busySeconds,
-                                 segmentWriteFailures: s.segmentWriteFailures)
+                                 segmentWriteFailures: s.segmentWriteFailures, shed: pipeline.isShed, shedFrames: s.shedFrames)
         }
         return Status(streamGuid: ladder.streamGuid, state: state, publisher: publisher, publisherSince: since,
                       sourceWidth: format?.width, sourceHeight: format?.height, sourceFrameRate: format?.frameRate ?? measuredFrameRate(variants, elapsed: elapsed),
@@ -258,6 +271,28 @@ public final class LiveLadderJob: @unchecked Sendable {
     private func measuredFrameRate(_ variants: [VariantStatus], elapsed: Double) -> Double? {
         guard elapsed >= 1, let top = variants.first(where: { $0.abrLevel == ladder.top.level }), top.framesIn > 0 else { return nil }
         return (Double(top.framesIn) / elapsed * 100).rounded() / 100
+    }
+
+    // MARK: - Load shedding
+
+    /// The rungs below the top that this job encodes (a passed-through or encoded top is never shed).
+    public var rungLoads: [RungLoad] {
+        let encoded = pipelineSnapshot.filter { !$0.isPassthrough && $0.variant.level > 1 }
+        let bottomUp = encoded.map(\.variant.level).sorted(by: >)
+        return encoded.map { pipeline in
+            RungLoad(rung: RungID(job: ladder.streamGuid, level: pipeline.variant.level),
+                     fromBottom: bottomUp.firstIndex(of: pipeline.variant.level) ?? 0,
+                     queued: pipeline.queuedFrames, dropped: pipeline.statistics.dropped)
+        }
+    }
+
+    public func setShed(_ shed: Bool, level: Int) {
+        guard let pipeline = pipelineSnapshot.first(where: { $0.variant.level == level && !$0.isPassthrough }) else { return }
+        pipeline.setShed(shed)
+        addEvent(shed ? "rungShed" : "rungRestored",
+                 shed ? "node over capacity: level \(level) stops encoding so the others keep real time"
+                      : "node has room again: level \(level) resumes at the next keyframe")
+        logger.notice("\(shed ? "rung shed" : "rung restored")", metadata: ["level": "\(level)"])
     }
 
     /// The current hints (declared until measured).
@@ -346,7 +381,7 @@ public final class LiveLadderJob: @unchecked Sendable {
                 stream.parameters.sampleRate == track.parameters.sampleRate && stream.parameters.channelCount == track.parameters.channelCount ? track : nil
             }
         }
-        let decoder = try VideoDecoder(stream: video, threads: decoderThreads, maximumPixels: maximumDecodedPixels)
+        let decoder = try VideoDecoder(stream: video, threads: decoderThreads, maximumPixels: maximumDecodedPixels, lowDelay: true)
         var ingest = Ingest(source: source, video: video, audio: sessionAudio, decoder: decoder, pipelines: pipelines, grid: grid!,
                             started: .now(), progress: { [self] _ in refreshHints() }, cancellation: Cancellation(),
                             isLive: true, logger: logger)
@@ -374,7 +409,9 @@ public final class LiveLadderJob: @unchecked Sendable {
         let frameRate = LadderJob.plausibleFrameRate(video.frameRate)
         outputFrameRate.store(frameRate, ordering: .relaxed)
         let encoded = ladder.variants.filter { !(passthroughTop && $0.level == 1) }
-        let threads = ThreadPlan.make(cores: ProcessInfo.processInfo.activeProcessorCount, encoded: encoded, override: options.threads)
+        let threads = ThreadPlan.make(cores: coreBudget.share, encoded: encoded, override: options.threads)
+        logger.info("thread plan", metadata: ["cores": "\(coreBudget.share) of \(coreBudget.cores)", "decoder": "\(threads.decoderThreads)",
+                                              "encoders": "\(threads.encoderThreads.sorted { $0.key < $1.key }.map(\.value))"])
         decoderThreads = threads.decoderThreads
         let made = try ladder.variants.map { variant in
             let output = VariantOutput(
@@ -399,6 +436,8 @@ public final class LiveLadderJob: @unchecked Sendable {
     }
 
     private func finish(reason: String) {
+        defer { coreBudget.leave() }
+        loadShedder?.unregister(self)
         let group = DispatchGroup()
         pipelines.forEach { $0.finish(group: group) }
         group.wait()

@@ -12,6 +12,8 @@ public final class LiveSource: PacketReader, @unchecked Sendable {
     public let url: String
     public let streams: [StreamInfo]
     public var bitRate: Int { 0 }
+    /// The RTSP depacketizer hands over whole access units (it ends one on the marker bit or a new timestamp).
+    public var deliversWholeAccessUnits: Bool { true }
     public var bestVideoStream: StreamInfo? { streams.first { $0.kind == .video } }
 
     public static let videoTimeBase = Rational(1, 90000)

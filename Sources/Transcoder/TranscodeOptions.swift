@@ -1,4 +1,6 @@
+import Foundation
 import MediaCore
+import Synchronization
 
 /// Whether the top variant is the publisher's own stream or re-encoded.
 public enum TopVariantMode: String, Sendable, CaseIterable {
@@ -64,5 +66,38 @@ public struct ThreadPlan: Sendable, Hashable {
             plan[variant.level] = max(1, Int((Double(cores) * share).rounded()))
         }
         return ThreadPlan(decoderThreads: max(1, min(cores, 2)), encoderThreads: plan)
+    }
+}
+
+/// The node's cores, shared by the jobs it runs. Each job sizes its thread plan for its share when
+/// it starts encoding, instead of every job planning as if it had the machine to itself: N jobs
+/// each giving x264 and the decoder "all cores" put N × cores busy threads on the run queue, and
+/// the switching between them is paid in CPU and in latency.
+public final class CoreBudget: Sendable {
+    public let cores: Int
+    private let jobs = Mutex(0)
+
+    /// One budget per process: every job on the node shares it.
+    public static let node = CoreBudget(cores: ProcessInfo.processInfo.activeProcessorCount)
+
+    public init(cores: Int) {
+        self.cores = max(1, cores)
+    }
+
+    /// Jobs holding a share now.
+    public var jobCount: Int { jobs.withLock { $0 } }
+
+    /// A job takes part; pair with `leave()`.
+    public func join() {
+        jobs.withLock { $0 += 1 }
+    }
+
+    public func leave() {
+        jobs.withLock { $0 = max(0, $0 - 1) }
+    }
+
+    /// Cores one job may plan for while `jobCount` jobs share the node (at least one).
+    public var share: Int {
+        max(1, cores / max(1, jobCount))
     }
 }

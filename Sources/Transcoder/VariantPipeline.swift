@@ -28,6 +28,8 @@ final class VariantPipeline: @unchecked Sendable {
         /// base), as the passed-through top's B-frames do, so every variant's fMP4 track starts its
         /// decode timeline at the same point and IDRs line up in HLS.
         case decodeOffset(Int64)
+        /// The rung is shed: what the encoder holds is sent, and the open segment ends there.
+        case pause
     }
 
     struct Statistics: Sendable {
@@ -47,6 +49,8 @@ final class VariantPipeline: @unchecked Sendable {
         var failure: String?
         /// HLS segments that could not be written (disk full...) and were skipped.
         var segmentWriteFailures = 0
+        /// Frames not encoded because the node shed this rung to keep the others in real time.
+        var shedFrames = 0
     }
 
     let variant: Variant
@@ -55,6 +59,10 @@ final class VariantPipeline: @unchecked Sendable {
     private let slots: DispatchSemaphore
     private let policy: BackpressurePolicy
     private let state = Mutex(Statistics())
+    /// Inputs handed to the queue and not yet processed: how far behind real time the variant is.
+    private let queuedInputs = Atomic<Int>(0)
+    /// Set from any thread by the node's load shedder; the ingest thread acts on it.
+    private let shedRequested = Atomic<Bool>(false)
 
     // Queue-confined.
     private let work: Work
@@ -67,6 +75,8 @@ final class VariantPipeline: @unchecked Sendable {
 
     // Ingest-confined.
     private var awaitingKeyframe = false
+    /// Frames are being withheld for shedding; the rung comes back only on a grid keyframe.
+    private var shedding = false
 
     init(variant: Variant, work: Work, output: VariantOutput, policy: BackpressurePolicy, inboxCapacity: Int) {
         self.variant = variant
@@ -80,6 +90,18 @@ final class VariantPipeline: @unchecked Sendable {
 
     var statistics: Statistics { state.withLock { $0 } }
 
+    /// Frames waiting for this variant's queue.
+    var queuedFrames: Int { queuedInputs.load(ordering: .relaxed) }
+
+    /// Whether the rung is shed (asked to be, or still waiting for a keyframe to come back).
+    var isShed: Bool { shedRequested.load(ordering: .relaxed) }
+
+    /// The node sheds this rung (stops encoding it) or restores it. Restoring takes effect at the
+    /// next grid keyframe, so the rung's IDRs and segments stay aligned with the others.
+    func setShed(_ shed: Bool) {
+        shedRequested.store(shed, ordering: .relaxed)
+    }
+
     /// Hands one input to the variant. Blocks when the inbox is full under `.block`;
     /// under `.dropUntilKeyframe` drops it and every following frame up to the next grid IDR.
     func submit(_ input: Input) {
@@ -87,7 +109,23 @@ final class VariantPipeline: @unchecked Sendable {
         var isKeyframe = false
         switch input {
         case let .frame(_, decision), let .packet(_, decision): isKeyframe = decision.isKeyframe
-        case .audio, .changeFormat, .decodeOffset: isVideo = false
+        case .audio, .changeFormat, .decodeOffset, .pause: isVideo = false
+        }
+        if case .encode = work, isVideo {
+            if shedRequested.load(ordering: .relaxed) || (shedding && !isKeyframe) {
+                state.withLock { $0.shedFrames += 1 }
+                if !shedding {
+                    // The open segment ends with the last frame encoded; the next one, when the
+                    // rung returns, is marked as a discontinuity.
+                    shedding = true
+                    enqueue(.pause)
+                }
+                return
+            }
+            if shedding {
+                shedding = false
+                awaitingKeyframe = false
+            }
         }
         switch policy {
         case .block:
@@ -107,8 +145,12 @@ final class VariantPipeline: @unchecked Sendable {
             if isVideo { awaitingKeyframe = false }
         }
         if isVideo { state.withLock { $0.framesIn += 1 } }
+        queuedInputs.add(1, ordering: .relaxed)
         queue.async { [self] in
-            defer { slots.signal() }
+            defer {
+                queuedInputs.subtract(1, ordering: .relaxed)
+                slots.signal()
+            }
             guard state.withLock({ $0.failure == nil }) else { return }
             let started = DispatchTime.now()
             do {
@@ -141,6 +183,18 @@ final class VariantPipeline: @unchecked Sendable {
                 $0.codecs = codecs
                 $0.segmentWriteFailures = failedWrites
                 if let peak { $0.peakBitRate = peak }
+            }
+        }
+    }
+
+    /// Work that bypasses the inbox (it carries no picture): runs in order after what is queued.
+    private func enqueue(_ input: Input) {
+        queue.async { [self] in
+            guard state.withLock({ $0.failure == nil }) else { return }
+            do {
+                try process(input)
+            } catch {
+                state.withLock { $0.failure = "variant \(variant.streamGuid): \(error)" }
             }
         }
     }
@@ -198,6 +252,8 @@ final class VariantPipeline: @unchecked Sendable {
             try output.writeAudio(packet)
         case let .decodeOffset(offset):
             decodeOffset = offset
+        case .pause:
+            try output.markDiscontinuity(at: output.endTime)
         case let .changeFormat(parameters, timeBase, time):
             guard case .passthrough = work, output.isOpen else { return }
             try output.changeFormat(video: parameters, timeBase: timeBase, at: time)

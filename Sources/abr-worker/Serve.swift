@@ -67,6 +67,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Fraction of the capacity cores in use at which publishes are refused.")
     var maxLoad = 0.85
 
+    @Flag(inversion: .prefixedNo, help: "When encoders fall behind real time, stop encoding the node's lowest rungs first (and bring them back when there is room).")
+    var loadShedding = true
+
     @Option(help: "Lifetime of issued API tokens, seconds.")
     var tokenLifetime = 3600.0
 
@@ -122,6 +125,7 @@ struct Serve: AsyncParsableCommand {
         nodeConfiguration.allowUnprovisioned = allowUnprovisioned
         nodeConfiguration.origin = origin
         nodeConfiguration.transcode = encoding.transcodeOptions()
+        nodeConfiguration.loadShedder = loadShedding ? .node : nil
         let registry = StreamRegistry()
         let plane = await ControlPlane(configuration: configuration, nodeConfiguration: nodeConfiguration, registry: registry,
                                        store: store, metrics: metrics)

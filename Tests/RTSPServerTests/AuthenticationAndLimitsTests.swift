@@ -37,7 +37,7 @@ import TestSupport
         #expect(node.waitUntilPlayable(["live/stream1_1", "live/stream1_3"]), "\(publisher.errorText)")
         #expect(waitForExit(publisher.process, timeout: 30))
         // The node sees the TEARDOWN (or the silence) a moment after ffmpeg exits.
-        #expect(Self.waitFor(timeout: 15) { node.node.job("live/stream1")?.state == .interrupted })
+        #expect(waitUntil(timeout: 15) { node.node.job("live/stream1")?.state == .interrupted })
 
         // Resuming within grace needs the credentials too.
         let resumeAnonymous = try Self.ffmpegPublish(node.url("live/stream1_1"))
@@ -45,16 +45,7 @@ import TestSupport
         #expect(node.node.job("live/stream1")?.state == .interrupted)
         let resumed = try Self.ffmpegPublish(node.publishURL("live/stream1_1"), seconds: 3)
         #expect(resumed.status == 0, "\(resumed.stderr)")
-        #expect(Self.waitFor(timeout: 10) { node.node.job("live/stream1")?.events.contains { $0.kind == "resumed" } == true })
-    }
-
-    static func waitFor(timeout: TimeInterval, _ condition: () -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while !condition() {
-            guard Date() < deadline else { return false }
-            Thread.sleep(forTimeInterval: 0.1)
-        }
-        return true
+        #expect(waitUntil(timeout: 10) { node.node.job("live/stream1")?.events.contains { $0.kind == "resumed" } == true })
     }
 
     @Test func aProvisionWithoutCredentialsStaysOpen() throws {

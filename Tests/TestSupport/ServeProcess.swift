@@ -89,12 +89,7 @@ public final class ServeProcess: @unchecked Sendable {
 
     /// Polls until `condition` holds or the timeout passes; false on timeout.
     public func waitFor(timeout: TimeInterval, _ condition: () throws -> Bool) rethrows -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if try condition() { return true }
-            Thread.sleep(forTimeInterval: 0.25)
-        }
-        return try condition()
+        try waitUntil(timeout: timeout, every: 0.25, condition)
     }
 
     public func stop(signal: Int32 = SIGTERM) {
@@ -104,4 +99,15 @@ public final class ServeProcess: @unchecked Sendable {
     public func jobState(_ guid: String) -> String? {
         ((try? http("GET", "/v1/jobs/\(guid)"))?.json as? [String: Any])?["state"] as? String
     }
+}
+
+/// Polls until `condition` holds or the timeout passes; false on timeout. For state that another
+/// thread changes when it gets to it (a job noticing its publisher left, a queue draining).
+public func waitUntil(timeout: TimeInterval, every interval: TimeInterval = 0.05, _ condition: () throws -> Bool) rethrows -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if try condition() { return true }
+        Thread.sleep(forTimeInterval: interval)
+    }
+    return try condition()
 }
