@@ -7,14 +7,16 @@
 #
 #   Benchmarks/live-vs-ffmpeg.sh [N...]     (default: 1 2 4; ./abr bench live runs it)
 #
-# Environment: SECONDS_PER_RUN (default 40: 10 s warm-up, then the measured window).
+# Environment: SECONDS_PER_RUN (default 60: 25 s warm-up, then the measured window). Drops and shed
+# frames are counted in the measured window; latency percentiles cover the node's last 1000
+# pictures per rung (about 33 s), so mostly the window too.
 # Everything runs on loopback and stops by itself. Compare ratios, not absolute figures.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 counts=("$@")
 [ ${#counts[@]} -gt 0 ] || counts=(1 2 4)
-run_seconds=${SECONDS_PER_RUN:-40}
-warmup=10
+run_seconds=${SECONDS_PER_RUN:-60}
+warmup=25
 work=Benchmarks/work/live
 mkdir -p "$work"
 
@@ -97,25 +99,34 @@ for n in "${counts[@]}"; do
     publishers+=($!)
   done
   sleep "$warmup"
+  jobs_before=$(curl -s --max-time 5 "http://127.0.0.1:$http_port/v1/jobs" || echo '[]')
   before=$(cpu_ticks "$node")
   started=$(date +%s.%N)
   sleep $((run_seconds - warmup - 5))
   after=$(cpu_ticks "$node")
   ended=$(date +%s.%N)
+  jobs=$(curl -s --max-time 5 "http://127.0.0.1:$http_port/v1/jobs" || echo '[]')
   first_frame=$(first_frame_ms "rtsp://127.0.0.1:$rtsp_port/live/bench1_3" || echo nan)
   rss=$(awk '/^VmRSS/ {printf "%.0f", $2 / 1024}' "/proc/$node/status")
-  jobs=$(curl -s --max-time 5 "http://127.0.0.1:$http_port/v1/jobs" || echo '[]')
-  node_line=$(python3 - "$jobs" "$before" "$after" "$started" "$ended" "$hz" "$n" "$rss" "$first_frame" <<'PY'
+  node_line=$(python3 - "$jobs_before" "$jobs" "$before" "$after" "$started" "$ended" "$hz" "$n" "$rss" "$first_frame" <<'PY'
 import json, sys
-jobs = json.loads(sys.argv[1]); before, after = int(sys.argv[2]), int(sys.argv[3])
-wall = float(sys.argv[5]) - float(sys.argv[4]); hz = int(sys.argv[6]); n = int(sys.argv[7])
+first, last = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+before, after = int(sys.argv[3]), int(sys.argv[4])
+wall = float(sys.argv[6]) - float(sys.argv[5]); hz = int(sys.argv[7]); n = int(sys.argv[8])
 cores = (after - before) / hz / wall
-drops = sum(j.get("droppedAtIngest", 0) + sum(v.get("droppedFrames", 0) for v in j.get("variants", [])) for j in jobs)
-rungs = [v for j in jobs for v in j.get("variants", []) if v.get("abrLevel", 1) > 1]
-fps = min((v.get("fps", 0) for v in rungs), default=0)
+def counts(jobs):
+    drops = sum(j.get("droppedAtIngest", 0) + sum(v.get("droppedFrames", 0) for v in j.get("variants", [])) for j in jobs)
+    shed = sum(v.get("shedFrames", 0) for j in jobs for v in j.get("variants", []))
+    frames = {(j["streamGuid"], v["abrLevel"]): v.get("framesOut", 0) for j in jobs for v in j.get("variants", [])}
+    return drops, shed, frames
+drops0, shed0, frames0 = counts(first)
+drops1, shed1, frames1 = counts(last)
+# The lowest frame rate any rung delivered over the window (every job published?).
+fps = min(((frames1[k] - frames0.get(k, 0)) / wall for k in frames1), default=0) if len(last) == n else 0
+rungs = [v for j in last for v in j.get("variants", []) if v.get("abrLevel", 1) > 1]
 p50 = max((v.get("latencyP50Ms") or 0 for v in rungs), default=0)
 p99 = max((v.get("latencyP99Ms") or 0 for v in rungs), default=0)
-print(f"{cores / n:.3f} {drops} {fps} {p50:.0f} {p99:.0f} {int(sys.argv[8]) / n:.0f} {sys.argv[9]}")
+print(f"{cores / n:.3f} {drops1 - drops0} {shed1 - shed0} {fps:.1f} {p50:.0f} {p99:.0f} {int(sys.argv[9]) / n:.0f} {sys.argv[10]}")
 PY
 )
   for pid in "${publishers[@]}"; do kill "$pid" 2>/dev/null || true; done
@@ -145,13 +156,21 @@ PY
   wait 2>/dev/null || true
   ffmpeg_cores=$(python3 -c "print(f'{($after - $before) / $hz / ($ended - $started) / $n:.3f}')")
   results+=("$n $node_line $ffmpeg_cores ${speeds:-nan}")
+  echo "   node: $node_line | ffmpeg: $ffmpeg_cores ${speeds:-nan}" >&2
 done
 
 echo
-echo "| N | node cores/job | ffmpeg cores/job | ffmpeg/node | node drops | lowest rung fps | latency p50/p99 (ms) | first frame (ms) | RSS/job (MB) | slowest ffmpeg speed |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+echo "| N | node cores/job | ffmpeg cores/job | ffmpeg/node | node drops | node shed frames | slowest rung fps | added latency p50/p99 (ms) | first frame (ms) | node RSS/job (MB) | slowest ffmpeg speed |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+node_best=0
+ffmpeg_best=0
 for line in "${results[@]}"; do
-  read -r n cores drops fps p50 p99 rss first ffmpeg speed <<<"$line"
+  read -r n cores drops shed fps p50 p99 rss first ffmpeg speed <<<"$line"
   ratio=$(python3 -c "print(f'{$ffmpeg / $cores:.2f}' if $cores > 0 else 'nan')")
-  echo "| $n | $cores | $ffmpeg | ${ratio}× | $drops | $fps | $p50 / $p99 | $first | $rss | ${speed}× |"
+  echo "| $n | $cores | $ffmpeg | ${ratio}× | $drops | $shed | $fps | $p50 / $p99 | $first | $rss | ${speed}× |"
+  # Sustained: nothing dropped or shed and every rung at the source's rate; ffmpeg: kept real time.
+  python3 -c "import sys; sys.exit(0 if $drops == 0 and $shed == 0 and $fps >= 29.5 else 1)" && [ "$n" -gt "$node_best" ] && node_best=$n
+  python3 -c "import sys; sys.exit(0 if '$speed' != 'nan' and float('$speed' or 0) >= 0.99 else 1)" && [ "$n" -gt "$ffmpeg_best" ] && ffmpeg_best=$n
 done
+echo
+echo "largest N in real time without drops: node $node_best, ffmpeg per stream $ffmpeg_best (of the N tried: ${counts[*]})"

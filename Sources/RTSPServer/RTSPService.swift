@@ -3,6 +3,7 @@ import Logging
 import MediaCore
 import NIOCore
 import NIOPosix
+import ServiceLifecycle
 import RTSP
 import Synchronization
 
@@ -258,3 +259,20 @@ final class DatagramHandler: ChannelInboundHandler {
 #if canImport(Glibc)
 import Glibc
 #endif
+
+/// In a service group the RTSP server lives until graceful shutdown, then ends every session and
+/// closes its sockets. Listed before the services that feed it (the live node's jobs), so the
+/// group's reverse-order shutdown lets jobs finish and tell their players before the sockets go.
+extension RTSPService: Service {
+    public func run() async throws {
+        if channels.withLock({ $0.server == nil }) { try start() }
+        try? await gracefulShutdown()
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            // Closing waits on event loops: not on the cooperative pool.
+            DispatchQueue.global().async {
+                self.shutdown()
+                done.resume()
+            }
+        }
+    }
+}

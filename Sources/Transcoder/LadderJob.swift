@@ -72,10 +72,11 @@ public final class LadderJob {
             logger.warning("audio codec \(other.codecName) cannot be carried in MP4; variants will have no audio")
         }
 
-        let passthroughTop = try decideTopPassthrough(video: video, source: source, audio: audio)
-        let frameRate = Self.plausibleFrameRate(video.frameRate)
-        let encoded = ladder.variants.filter { !(passthroughTop && $0.level == 1) }
-        let threads = ThreadPlan.make(cores: ProcessInfo.processInfo.activeProcessorCount, encoded: encoded, override: options.threads)
+        let plan = LadderPlan(ladder: ladder, video: video, passthroughTop: try decideTopPassthrough(video: video, source: source, audio: audio),
+                              options: options, cores: ProcessInfo.processInfo.activeProcessorCount)
+        let passthroughTop = plan.passthroughTop
+        let frameRate = plan.frameRate
+        let threads = plan.threads
 
         let decoder: VideoDecoder
         do {
@@ -90,29 +91,23 @@ public final class LadderJob {
         } catch {
             throw .failed("cannot create output directory \(outputDirectory.path): \(error.localizedDescription)")
         }
-        let pipelines = ladder.variants.map { variant in
-            let output = VariantOutput(
-                paths: .init(mp4: directory.staging.appendingPathComponent("\(ladder.name)_\(variant.level).mp4"),
-                             hlsDirectory: directory.staging.appendingPathComponent("hls/\(ladder.name)_\(variant.level)"),
-                             maximumSegmentDuration: 3 * options.keyframeInterval),
-                audio: audio, frameRate: frameRate)
-            let work: VariantPipeline.Work
-            if passthroughTop, variant.level == 1 {
-                work = .passthrough((try? video.parameters.copy()) ?? video.parameters, timeBase: video.timeBase)
-            } else {
-                work = .encode(H264EncoderSettings(
-                    width: variant.width, height: variant.height, bitRate: variant.bitRate,
-                    timeBase: video.timeBase, frameRate: video.frameRate.isValid ? video.frameRate : Rational(Int32(frameRate.rounded()), 1),
-                    preset: options.preset, threads: threads.encoderThreads[variant.level] ?? 1))
+        let pipelines: [VariantPipeline]
+        do {
+            pipelines = try plan.makePipelines(ladder: ladder, video: video) { [ladder, options] variant in
+                VariantOutput(
+                    paths: .init(mp4: directory.staging.appendingPathComponent("\(ladder.name)_\(variant.level).mp4"),
+                                 hlsDirectory: directory.staging.appendingPathComponent("hls/\(ladder.name)_\(variant.level)"),
+                                 maximumSegmentDuration: 3 * options.keyframeInterval),
+                    audio: audio, frameRate: frameRate)
             }
-            return VariantPipeline(variant: variant, work: work, output: output, policy: options.backpressure,
-                                   inboxCapacity: options.inboxCapacity)
+        } catch {
+            directory.abandon()
+            throw .failed("cannot set up the variants: \(error)")
         }
 
         var ingest = Ingest(
             source: source, video: video, audio: audio, decoder: decoder, pipelines: pipelines,
-            grid: KeyframeGrid(mode: passthroughTop ? .followSource(minimumSegment: options.keyframeInterval) : .interval(options.keyframeInterval)),
-            started: started, progress: progress, cancellation: cancellation, isLive: isLiveInput, logger: logger)
+            grid: plan.grid, started: started, progress: progress, cancellation: cancellation, isLive: isLiveInput, logger: logger)
         do {
             try ingest.run()
         } catch {
@@ -164,7 +159,7 @@ public final class LadderJob {
             }
             return true
         case .auto:
-            guard video.parameters.isH264, video.width == top.width, video.height == top.height else { return false }
+            guard LadderPlan.topMatches(.auto, video: video, top: top) else { return false }
             var bitRate = video.bitRate
             if bitRate == 0, source.bitRate > 0 {
                 bitRate = source.bitRate - (audio?.stream.bitRate ?? 0)

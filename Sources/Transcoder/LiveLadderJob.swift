@@ -397,38 +397,21 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
 
     private func setUp(video: StreamInfo, audio: StreamInfo?) throws {
         audioTrack = try audio.flatMap { try AudioTrack(stream: $0) }
-        let top = ladder.top
-        switch options.topMode {
-        case .encode: passthroughTop = false
-        case .passthrough: passthroughTop = video.parameters.isH264
-        // A live publisher's bit rate is unknown up front; it was told the top's.
-        case .auto: passthroughTop = video.parameters.isH264 && video.width == top.width && video.height == top.height
-        }
+        let plan = LadderPlan(ladder: ladder, video: video, passthroughTop: LadderPlan.topMatches(options.topMode, video: video, top: ladder.top),
+                              options: options, cores: coreBudget.share)
+        passthroughTop = plan.passthroughTop
         topExtradata = video.parameters.extradata
-        grid = KeyframeGrid(mode: passthroughTop ? .followSource(minimumSegment: options.keyframeInterval) : .interval(options.keyframeInterval))
-        let frameRate = LadderJob.plausibleFrameRate(video.frameRate)
-        outputFrameRate.store(frameRate, ordering: .relaxed)
-        let encoded = ladder.variants.filter { !(passthroughTop && $0.level == 1) }
-        let threads = ThreadPlan.make(cores: coreBudget.share, encoded: encoded, override: options.threads)
-        logger.info("thread plan", metadata: ["cores": "\(coreBudget.share) of \(coreBudget.cores)", "decoder": "\(threads.decoderThreads)",
-                                              "encoders": "\(threads.encoderThreads.sorted { $0.key < $1.key }.map(\.value))"])
-        decoderThreads = threads.decoderThreads
-        let made = try ladder.variants.map { variant in
-            let output = VariantOutput(
+        grid = plan.grid
+        outputFrameRate.store(plan.frameRate, ordering: .relaxed)
+        decoderThreads = plan.threads.decoderThreads
+        logger.info("thread plan", metadata: ["cores": "\(coreBudget.share) of \(coreBudget.cores)", "decoder": "\(decoderThreads)",
+                                              "encoders": "\(plan.threads.encoderThreads.sorted { $0.key < $1.key }.map(\.value))"])
+        let made = try plan.makePipelines(ladder: ladder, video: video) { variant in
+            VariantOutput(
                 paths: .init(mp4: nil, hlsDirectory: hlsDirectory.appendingPathComponent("\(ladder.name)_\(variant.level)"),
                              hlsWindow: hlsWindow, maximumSegmentDuration: 3 * options.keyframeInterval, sink: sinks[variant.level],
                              arrivals: arrivals),
-                audio: audioTrack, frameRate: frameRate)
-            let work: VariantPipeline.Work
-            if passthroughTop, variant.level == 1 {
-                work = .passthrough(try video.parameters.copy(), timeBase: video.timeBase)
-            } else {
-                work = .encode(H264EncoderSettings(
-                    width: variant.width, height: variant.height, bitRate: variant.bitRate, timeBase: video.timeBase,
-                    frameRate: Rational(Int32((frameRate * 1000).rounded()), 1000), preset: options.preset,
-                    threads: threads.encoderThreads[variant.level] ?? 1))
-            }
-            return VariantPipeline(variant: variant, work: work, output: output, policy: options.backpressure, inboxCapacity: options.inboxCapacity)
+                audio: audioTrack, frameRate: plan.frameRate)
         }
         withShared { _ in pipelines = made }
         try FileManager.default.createDirectory(at: hlsDirectory, withIntermediateDirectories: true)

@@ -189,7 +189,8 @@ struct Serve: AsyncParsableCommand {
 
         var services: [any Service] = [
             StoreService(store: store, logger: logger),
-            NodeService(plane: plane, rtsp: rtspService, statusInterval: statusInterval, logger: logger),
+            rtspService,
+            NodeService(plane: plane, statusInterval: statusInterval, logger: logger),
             http,
             MemoryReturn(interval: .seconds(30), logger: logger),
         ]
@@ -248,11 +249,10 @@ struct StoreService: Service {
     }
 }
 
-/// The RTSP server and the live node: drained on shutdown so every job ends its playlists and
-/// players are told, then the sockets close. Logs a status line per job now and then.
+/// The live node: drained on shutdown so every job ends its playlists and tells its players
+/// (the RTSP service, listed before it, closes the sockets after). Logs a status line per job now and then.
 struct NodeService: Service {
     let plane: ControlPlane
-    let rtsp: RTSPService
     let statusInterval: Double
     let logger: Logger
 
@@ -271,7 +271,6 @@ struct NodeService: Service {
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             DispatchQueue.global().async {
                 plane.drain()
-                rtsp.shutdown()
                 done.resume()
             }
         }

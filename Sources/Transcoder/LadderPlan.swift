@@ -1,0 +1,55 @@
+import FFmpegBridge
+import MediaCore
+
+/// What every ladder job decides once, before its first frame, whether it reads a file or a
+/// publisher: whether the top passes through, the keyframe grid, the frame rate encoders are
+/// opened with, the thread plan, and one pipeline per variant. `LadderJob` and `LiveLadderJob`
+/// differ only in where packets come from and where outputs go.
+struct LadderPlan {
+    let passthroughTop: Bool
+    /// The frame rate encoders are opened with: the source's when plausible, else 30.
+    let frameRate: Double
+    let threads: ThreadPlan
+    let grid: KeyframeGrid
+    let options: TranscodeOptions
+
+    /// - Parameters:
+    ///   - passthroughTop: the caller's decision (files also weigh the source's bit rate).
+    ///   - cores: the cores this job may plan for (the whole machine offline, its share live).
+    init(ladder: Ladder, video: StreamInfo, passthroughTop: Bool, options: TranscodeOptions, cores: Int) {
+        self.passthroughTop = passthroughTop
+        self.options = options
+        frameRate = LadderJob.plausibleFrameRate(video.frameRate)
+        let encoded = ladder.variants.filter { !(passthroughTop && $0.level == 1) }
+        threads = ThreadPlan.make(cores: cores, encoded: encoded, override: options.threads)
+        grid = KeyframeGrid(mode: passthroughTop ? .followSource(minimumSegment: options.keyframeInterval) : .interval(options.keyframeInterval))
+    }
+
+    /// A publisher or file whose top matches the ladder's size (and is H.264) can be passed
+    /// through under `auto`; `passthrough` only needs H.264.
+    static func topMatches(_ mode: TopVariantMode, video: StreamInfo, top: Variant) -> Bool {
+        switch mode {
+        case .encode: false
+        case .passthrough: video.parameters.isH264
+        case .auto: video.parameters.isH264 && video.width == top.width && video.height == top.height
+        }
+    }
+
+    /// One pipeline per variant, in ladder order: the top passed through or encoded, the rest encoded.
+    func makePipelines(ladder: Ladder, video: StreamInfo, output: (Variant) -> VariantOutput) throws -> [VariantPipeline] {
+        let rate = video.frameRate.isValid && video.frameRate.doubleValue == frameRate
+            ? video.frameRate : Rational(Int32((frameRate * 1000).rounded()), 1000)
+        return try ladder.variants.map { variant in
+            let work: VariantPipeline.Work
+            if passthroughTop, variant.level == ladder.top.level {
+                work = .passthrough(try video.parameters.copy(), timeBase: video.timeBase)
+            } else {
+                work = .encode(H264EncoderSettings(
+                    width: variant.width, height: variant.height, bitRate: variant.bitRate, timeBase: video.timeBase,
+                    frameRate: rate, preset: options.preset, threads: threads.encoderThreads[variant.level] ?? 1))
+            }
+            return VariantPipeline(variant: variant, work: work, output: output(variant), policy: options.backpressure,
+                                   inboxCapacity: options.inboxCapacity)
+        }
+    }
+}
