@@ -20,9 +20,7 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
     // @unchecked: `shared` is guarded by `condition`; everything else mutable is touched only on
     // the job's own thread (`pipelines`, `grid`, `timelineEnd`, ...), or is itself thread-safe.
 
-    public enum State: String, Sendable, Codable {
-        case waitingForPublisher, running, interrupted, ended, failed
-    }
+    public typealias State = LiveJobLifecycle.State
 
     public struct Event: Sendable, Codable, Equatable {
         /// Unix time in seconds.
@@ -90,22 +88,21 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
     let loadShedder: LoadShedder?
 
     private let condition = NSCondition()
-    private var shared = Shared()
+    private var shared: Shared
+    /// Monotonic seconds: the lifecycle's and the notification budget's clock.
+    let clock: @Sendable () -> Double
 
     private struct Shared {
-        var state: State = .waitingForPublisher
+        var lifecycle: LiveJobLifecycle
+        var notifications = RateBudget(burst: LiveLadderJob.notificationBurst, perSecond: LiveLadderJob.notificationsPerSecond)
         var pendingSource: (source: LiveSource, publisher: String)?
         var currentSource: LiveSource?
         var publisher: String?
         var publisherSince: Double?
-        var stopRequested = false
-        var graceDeadline: Date?
         var events: [Event] = []
         var sourceFormat: (width: Int, height: Int, frameRate: Double?, codecs: String?)?
         var droppedAtIngest = 0
         var notificationsRefused = 0
-        var notificationBudget = LiveLadderJob.notificationBurst
-        var notificationRefill = DispatchTime.now()
         /// Seconds spent running before the current publisher, and when it started: rates are
         /// per second of publishing, not of waiting.
         var publishedSeconds = 0.0
@@ -142,7 +139,9 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
 
     public init(ladder: Ladder, hlsDirectory: URL, options: TranscodeOptions, grace: Double = 30, mediaTimeout: Double = 5,
                 hlsWindow: Int = 6, sinks: [Int: any VariantSink] = [:], logger: Logger = Logger(label: "abr.live"),
-                coreBudget: CoreBudget = .node, loadShedder: LoadShedder? = nil, onEvent: (@Sendable (Event) -> Void)? = nil) {
+                coreBudget: CoreBudget = .node, loadShedder: LoadShedder? = nil,
+                clock: @escaping @Sendable () -> Double = { ProcessInfo.processInfo.systemUptime },
+                onEvent: (@Sendable (Event) -> Void)? = nil) {
         self.ladder = ladder
         self.hlsDirectory = hlsDirectory
         var options = options
@@ -161,6 +160,8 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
         self.onEvent = onEvent
         self.coreBudget = coreBudget
         self.loadShedder = loadShedder
+        self.clock = clock
+        shared = Shared(lifecycle: LiveJobLifecycle(grace: grace))
     }
 
     /// Starts the job's thread; it waits for a publisher. The job counts in the node's core budget
@@ -175,7 +176,7 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
         thread.start()
     }
 
-    public var state: State { withShared { $0.state } }
+    public var state: State { withShared { $0.lifecycle.state } }
     public var events: [Event] { withShared { $0.events } }
 
     /// A publisher started recording; its media arrives through `source`. False when the job
@@ -183,9 +184,7 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
     public func attach(_ source: LiveSource, publisher: String) -> Bool {
         condition.lock()
         defer { condition.unlock() }
-        guard shared.state == .waitingForPublisher || shared.state == .interrupted, shared.pendingSource == nil, !shared.stopRequested else {
-            return false
-        }
+        guard shared.lifecycle.offerPublisher() else { return false }
         shared.pendingSource = (source, publisher)
         condition.broadcast()
         return true
@@ -193,7 +192,7 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
 
     /// Whether a publisher may attach now.
     public var acceptsPublisher: Bool {
-        withShared { ($0.state == .waitingForPublisher || $0.state == .interrupted) && $0.pendingSource == nil && !$0.stopRequested }
+        withShared { $0.lifecycle.acceptsPublisher }
     }
 
     /// A publisher notification (`SET_PARAMETER publisherBackground`, ...), kept as an event.
@@ -206,16 +205,12 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
     public static let maximumNotificationValue = 256
 
     public func recordNotification(_ name: String, value: String) {
+        let now = clock()
         let accepted: Bool = withShared { shared in
-            let now = DispatchTime.now()
-            let elapsed = Double(now.uptimeNanoseconds &- shared.notificationRefill.uptimeNanoseconds) / 1e9
-            shared.notificationRefill = now
-            shared.notificationBudget = min(Self.notificationBurst, shared.notificationBudget + elapsed * Self.notificationsPerSecond)
-            guard Self.publisherNotificationNames.contains(name), shared.notificationBudget >= 1 else {
+            guard Self.publisherNotificationNames.contains(name), shared.notifications.take(now: now) else {
                 shared.notificationsRefused += 1
                 return false
             }
-            shared.notificationBudget -= 1
             return true
         }
         guard accepted else { return }
@@ -225,7 +220,7 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
     /// Ends the job: the current publisher's input ends, outputs are finished.
     public func stop() {
         condition.lock()
-        shared.stopRequested = true
+        shared.lifecycle.stop()
         shared.currentSource?.end()
         condition.broadcast()
         condition.unlock()
@@ -237,7 +232,7 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
         let deadline = Date().addingTimeInterval(timeout)
         condition.lock()
         defer { condition.unlock() }
-        while shared.state != .ended, shared.state != .failed {
+        while !shared.lifecycle.isFinished {
             if !condition.wait(until: deadline) { return false }
         }
         return true
@@ -245,7 +240,7 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
 
     public var status: Status {
         let (state, publisher, since, format, dropped, elapsed, refused) = withShared {
-            ($0.state, $0.publisher, $0.publisherSince, $0.sourceFormat, $0.droppedAtIngest + ($0.currentSource?.droppedFrames ?? 0),
+            ($0.lifecycle.state, $0.publisher, $0.publisherSince, $0.sourceFormat, $0.droppedAtIngest + ($0.currentSource?.droppedFrames ?? 0),
              $0.publishedSeconds + ($0.runningSince.map(Self.seconds(since:)) ?? 0), $0.notificationsRefused)
         }
         let variants = pipelineSnapshot.map { pipeline -> VariantStatus in
@@ -305,24 +300,22 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
     private func main() {
         while true {
             condition.lock()
-            while shared.pendingSource == nil, !shared.stopRequested {
-                if shared.state == .interrupted, let deadline = shared.graceDeadline {
-                    if Date() >= deadline { break }
-                    _ = condition.wait(until: deadline)
+            var step = shared.lifecycle.next(now: clock())
+            while case let .wait(deadline) = step {
+                if let deadline {
+                    _ = condition.wait(until: Date().addingTimeInterval(max(0, deadline - clock())))
                 } else {
                     condition.wait()
                 }
+                step = shared.lifecycle.next(now: clock())
             }
-            guard let (source, publisher) = shared.pendingSource else {
-                let reason = shared.stopRequested ? "stopped" : "no publisher within \(Int(grace)) s"
+            guard case let .run(resuming) = step, let (source, publisher) = shared.pendingSource else {
                 condition.unlock()
-                finish(reason: reason)
+                if case let .finish(reason) = step { finish(reason: reason) } else { finish(reason: "publisher lost before its session") }
                 return
             }
-            let resuming = shared.state == .interrupted
             shared.pendingSource = nil
             shared.currentSource = source
-            shared.state = .running
             shared.publisher = publisher
             shared.publisherSince = Date().timeIntervalSince1970
             shared.runningSince = .now()
@@ -349,13 +342,11 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
             shared.publisher = nil
             shared.publishedSeconds += shared.runningSince.map(Self.seconds(since:)) ?? 0
             shared.runningSince = nil
-            if shared.stopRequested {
+            guard shared.lifecycle.publisherLeft(now: clock()) != nil else {
                 condition.unlock()
                 finish(reason: "stopped")
                 return
             }
-            shared.state = .interrupted
-            shared.graceDeadline = Date().addingTimeInterval(grace)
             condition.broadcast()
             condition.unlock()
             addEvent("interrupted", "publisher gone; waiting \(Int(grace)) s for it to return")
@@ -427,7 +418,7 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
         if pipelines.isEmpty { sinks.values.forEach { $0.variantEnded() } }
         refreshHints()
         let failure = pipelines.compactMap { $0.statistics.failure }.first
-        withShared { $0.state = failure == nil ? .ended : .failed }
+        withShared { $0.lifecycle.finished(failed: failure != nil) }
         condition.lock()
         condition.broadcast()
         condition.unlock()
