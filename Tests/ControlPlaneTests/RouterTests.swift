@@ -339,6 +339,8 @@ func badTokens() async throws -> [(String, String)] {
                 #expect(samples["abr_worker_provisions"] == 1)
                 #expect(samples["abr_worker_accepts_jobs"] == 1)
                 #expect(samples["abr_worker_players{level=\"3\"}"] == 0)
+                #expect(samples["abr_worker_variant_shed{level=\"3\"}"] == 0)
+                #expect(samples["abr_worker_variant_shed_frames{level=\"3\"}"] == 0)
                 // Bounded labels: never a stream id.
                 #expect(!samples.keys.contains { $0.contains("live/") })
             }
@@ -442,5 +444,18 @@ enum PrometheusText {
         #expect(test.plane.events.listen(streamGuid: "live/busy") == nil)
         #expect(test.plane.events.listen(streamGuid: "live/quiet") != nil)
         test.plane.events.finishAll()
+    }
+}
+
+@Suite struct CapacityEstimateTests {
+    @Test func aTopThatWillPassThroughIsNotCountedAsEncodingWork() throws {
+        let monitor = CapacityMonitor(configuration: .init(cores: 2), statuses: { [] })
+        let ladder = try ProvisionParser.parse(try Data(contentsOf: fixturesDirectory.appendingPathComponent("provisions/sm2-3-level.json")))
+        let all = monitor.estimatedCores(ladder)
+        let lower = monitor.estimatedCores(ladder, topPassesThrough: true)
+        let top = Double(ladder.top.pixelCount) * 30 * monitor.configuration.coresPerPixelRate
+        #expect(abs(all - lower - top) < 1e-9, "all \(all), without the top \(lower)")
+        // On 2 cores at 85 %: a ladder whose top passes through fits where an encoded one might not.
+        #expect(monitor.admissionRefusal(ladder, topPassesThrough: true) == nil)
     }
 }
