@@ -46,7 +46,7 @@ public struct RungLoad: Sendable, Equatable {
 public struct SheddingPolicy: Sendable {
     public var queuedFramesForPressure = 8
     public var pressureToShed = 1.0
-    public var settle = 2.0
+    public var settle = 1.0
     public var calmToRestore = 15.0
     public var maximumCalmToRestore = 300.0
     /// Restoring needs the node's CPU use (fraction of all cores) under this.
