@@ -36,21 +36,23 @@ public struct RungLoad: Sendable, Equatable {
 /// When the node cannot encode everything in real time, which rungs stop, and when they come back.
 ///
 /// A value driven by the caller's clock (`observe(now:...)`), so it is tested without sleeping.
-/// Pressure is an encoder falling behind: a rung's inbox holding `queuedFramesForPressure` frames
-/// or more, or any new drop. Sustained pressure sheds one rung, the lowest of the node (the
-/// bottom rung of every job before any job's second-lowest), then waits `settle` seconds for the
-/// effect before shedding another. After `calmToRestore` seconds without pressure, and with CPU
-/// to spare, the rung shed last comes back; a rung that had to be shed again soon after its
-/// return doubles the calm needed next time, so an overloaded node does not oscillate.
-/// The top (level 1) is never shed.
+/// A sample is under pressure when an encoder is behind: a rung's inbox holds
+/// `queuedFramesForPressure` frames or more (100 ms at 30 fps), or a rung dropped frames since the
+/// last sample. When most samples (`pressuredShare`) of a whole `pressureWindow` are under
+/// pressure, one rung is shed, the lowest of the node (the bottom rung of every job before any
+/// job's second-lowest), and the next decision waits for a fresh window. A moment of pressure (a
+/// job starting, a burst) sheds nothing. After `calmToRestore` seconds without any pressure, and
+/// with the machine's CPU under `restoreBelowLoad`, the rung shed last comes back; a rung shed
+/// again within a minute of its return doubles the calm needed next time, so a node at its limit
+/// does not oscillate. The top (level 1) is never shed.
 public struct SheddingPolicy: Sendable {
-    public var queuedFramesForPressure = 8
-    public var pressureToShed = 1.0
-    public var settle = 1.0
+    public var queuedFramesForPressure = 3
+    public var pressureWindow = 2.0
+    public var pressuredShare = 0.75
     public var calmToRestore = 15.0
     public var maximumCalmToRestore = 300.0
-    /// Restoring needs the node's CPU use (fraction of all cores) under this.
-    public var restoreBelowLoad = 0.75
+    /// Restoring needs the machine's CPU use (fraction of all cores) under this.
+    public var restoreBelowLoad = 0.85
 
     public enum Change: Sendable, Equatable {
         case shed(RungID)
@@ -59,9 +61,10 @@ public struct SheddingPolicy: Sendable {
 
     /// Rungs shed now, in the order they were shed.
     public private(set) var shed: [RungID] = []
-    private var pressureSince: Double?
+    private var samples: [(time: Double, pressured: Bool)] = []
+    /// The first sample of the current decision window (reset by every change).
+    private var windowStart: Double?
     private var calmSince: Double?
-    private var lastChange = -Double.infinity
     private var lastDropped: [RungID: Int] = [:]
     private var calmNeeded: Double?
     private var restoredAt: [RungID: Double] = [:]
@@ -69,7 +72,7 @@ public struct SheddingPolicy: Sendable {
     public init() {}
 
     /// One sample. `loads` covers every rung that may be shed (shed or not); `cpuLoad` is the
-    /// node's CPU use as a fraction of its cores since the last sample, when known.
+    /// machine's CPU use as a fraction of its cores, when known.
     public mutating func observe(now: Double, loads: [RungLoad], cpuLoad: Double?) -> Change? {
         let known = Set(loads.map(\.rung))
         // Rungs of ended jobs leave the books.
@@ -77,39 +80,46 @@ public struct SheddingPolicy: Sendable {
         lastDropped = lastDropped.filter { known.contains($0.key) }
         restoredAt = restoredAt.filter { known.contains($0.key) }
 
-        var dropped = false
-        var behind = false
+        var pressured = false
         for load in loads where !shed.contains(load.rung) {
-            if load.dropped > (lastDropped[load.rung] ?? load.dropped) { dropped = true }
-            if load.queued >= queuedFramesForPressure { behind = true }
+            if load.dropped > (lastDropped[load.rung] ?? load.dropped) || load.queued >= queuedFramesForPressure { pressured = true }
         }
         for load in loads { lastDropped[load.rung] = load.dropped }
 
-        guard dropped || behind else {
-            pressureSince = nil
-            if calmSince == nil { calmSince = now }
-            guard let last = shed.last, now - calmSince! >= (calmNeeded ?? calmToRestore), now - lastChange >= settle,
-                  (cpuLoad ?? 0) < restoreBelowLoad else { return nil }
-            shed.removeLast()
-            restoredAt[last] = now
+        if windowStart == nil { windowStart = now }
+        samples.append((now, pressured))
+        samples.removeAll { $0.time <= now - pressureWindow }
+        if pressured {
+            calmSince = nil
+        } else if calmSince == nil {
             calmSince = now
-            lastChange = now
-            return .restore(last)
         }
-        calmSince = nil
-        if pressureSince == nil { pressureSince = now }
-        // A drop is already lost output: act on it at once; a queue may still drain by itself.
-        guard dropped || now - pressureSince! >= pressureToShed, now - lastChange >= settle else { return nil }
-        let candidates = loads.filter { !shed.contains($0.rung) && $0.rung.level > 1 }
-            .sorted { ($0.fromBottom, -$0.rung.level, $0.rung.job) < ($1.fromBottom, -$1.rung.level, $1.rung.job) }
-        guard let victim = candidates.first?.rung else { return nil }
-        shed.append(victim)
-        if let restored = restoredAt.removeValue(forKey: victim), now - restored < 60 {
-            calmNeeded = min(maximumCalmToRestore, 2 * (calmNeeded ?? calmToRestore))
+
+        if now - windowStart! >= pressureWindow,
+           Double(samples.filter(\.pressured).count) >= pressuredShare * Double(samples.count) {
+            let candidates = loads.filter { !shed.contains($0.rung) && $0.rung.level > 1 }
+                .sorted { ($0.fromBottom, -$0.rung.level, $0.rung.job) < ($1.fromBottom, -$1.rung.level, $1.rung.job) }
+            guard let victim = candidates.first?.rung else { return nil }
+            shed.append(victim)
+            if let restored = restoredAt.removeValue(forKey: victim), now - restored < 60 {
+                calmNeeded = min(maximumCalmToRestore, 2 * (calmNeeded ?? calmToRestore))
+            }
+            startWindow(at: now)
+            return .shed(victim)
         }
-        pressureSince = nil
-        lastChange = now
-        return .shed(victim)
+
+        guard !pressured, let last = shed.last, let calm = calmSince, now - calm >= (calmNeeded ?? calmToRestore),
+              now - windowStart! >= pressureWindow, (cpuLoad ?? 0) < restoreBelowLoad else { return nil }
+        shed.removeLast()
+        restoredAt[last] = now
+        calmSince = now
+        startWindow(at: now)
+        return .restore(last)
+    }
+
+    private mutating func startWindow(at now: Double) {
+        samples.removeAll()
+        windowStart = now
     }
 }
 
@@ -127,23 +137,22 @@ public final class LoadShedder: Sendable {
         var policy: SheddingPolicy
         var jobs: [ObjectIdentifier: any SheddableJob] = [:]
         var timer: DispatchSourceTimer?
-        var lastCPU: (wall: Double, cpu: Double)?
+        /// The last /proc/stat reading: all jiffies, busy jiffies.
+        var lastCPU: (total: Double, busy: Double)?
         /// CPU use smoothed over a few seconds: a quarter-second sample is too noisy to restore on.
         var smoothedLoad: Double?
         var shedTotal = 0
     }
 
     private let state: Mutex<State>
-    private let cores: Int
     private let runsTimer: Bool
     private let onChange: (@Sendable (SheddingPolicy.Change) -> Void)?
 
-    public static let node = LoadShedder(policy: SheddingPolicy(), cores: ProcessInfo.processInfo.activeProcessorCount)
+    public static let node = LoadShedder(policy: SheddingPolicy())
 
     /// - Parameter runsTimer: false for a shedder the caller drives with `sample(now:cpuLoad:)`.
-    public init(policy: SheddingPolicy, cores: Int, runsTimer: Bool = true, onChange: (@Sendable (SheddingPolicy.Change) -> Void)? = nil) {
+    public init(policy: SheddingPolicy, runsTimer: Bool = true, onChange: (@Sendable (SheddingPolicy.Change) -> Void)? = nil) {
         state = Mutex(State(policy: policy))
-        self.cores = max(1, cores)
         self.runsTimer = runsTimer
         self.onChange = onChange
     }
@@ -170,14 +179,14 @@ public final class LoadShedder: Sendable {
         state.withLock { _ = $0.jobs.removeValue(forKey: ObjectIdentifier(job)) }
     }
 
-    /// One sample; `cpuLoad` nil measures this process's CPU since the last sample.
+    /// One sample; `cpuLoad` nil measures the machine's CPU since the last sample.
     public func sample(now: Double, cpuLoad: Double?) {
         let jobs = state.withLock { Array($0.jobs.values) }
         // Outside the lock: reading a job's statistics takes the job's own locks.
         let loads = jobs.flatMap(\.rungLoads)
         let owners = Dictionary(jobs.flatMap { job in job.rungLoads.map { ($0.rung, job) } }, uniquingKeysWith: { first, _ in first })
         let change: SheddingPolicy.Change? = state.withLock { state in
-            if let load = cpuLoad ?? Self.processLoad(now: now, cores: cores, last: &state.lastCPU) {
+            if let load = cpuLoad ?? Self.machineLoad(last: &state.lastCPU) {
                 state.smoothedLoad = state.smoothedLoad.map { 0.9 * $0 + 0.1 * load } ?? load
             }
             let change = state.policy.observe(now: now, loads: loads, cpuLoad: state.smoothedLoad)
@@ -192,13 +201,17 @@ public final class LoadShedder: Sendable {
         onChange?(change)
     }
 
-    /// CPU this process used since the last call, as a fraction of all cores.
-    private static func processLoad(now: Double, cores: Int, last: inout (wall: Double, cpu: Double)?) -> Double? {
-        var spec = timespec()
-        guard clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &spec) == 0 else { return nil }
-        let cpu = Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
-        defer { last = (now, cpu) }
-        guard let last, now - last.wall > 0.05 else { return nil }
-        return (cpu - last.cpu) / (now - last.wall) / Double(cores)
+    /// The machine's CPU use since the last call, as a fraction of all cores (from /proc/stat):
+    /// room to restore a rung is room on the machine, whoever else runs on it.
+    private static func machineLoad(last: inout (total: Double, busy: Double)?) -> Double? {
+        guard let text = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
+              let line = text.split(separator: "\n", maxSplits: 1).first, line.hasPrefix("cpu ") else { return nil }
+        let fields = line.split(separator: " ").dropFirst().compactMap { Double($0) }
+        guard fields.count >= 5 else { return nil }
+        let total = fields.reduce(0, +)
+        let busy = total - fields[3] - fields[4]
+        defer { last = (total, busy) }
+        guard let last, total - last.total > 0 else { return nil }
+        return (busy - last.busy) / (total - last.total)
     }
 }

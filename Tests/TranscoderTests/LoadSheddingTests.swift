@@ -19,96 +19,86 @@ import TestSupport
         }
     }
 
-    @Test func theLowestRungOfEveryJobGoesBeforeAnySecondLowestAndTheTopNever() {
-        var policy = SheddingPolicy()
-        // Both second-lowest rungs behind: whichever rung lags, one rung goes per settle period, lowest first.
-        let behind = [RungID(job: "live/a", level: 2): 20, RungID(job: "live/b", level: 2): 20]
-        var shed: [RungID] = []
-        var now = 0.0
-        while now < 30 {
-            if case let .shed(rung) = policy.observe(now: now, loads: loads(queued: behind), cpuLoad: 1) { shed.append(rung) }
+    /// Samples every quarter second from `start` to `end`; the changes with their times.
+    func run(_ policy: inout SheddingPolicy, from start: Double, to end: Double, cpuLoad: Double = 1, untilChange: Bool = false,
+             loads: (Double) -> [RungLoad]) -> [(time: Double, change: SheddingPolicy.Change)] {
+        var changes: [(time: Double, change: SheddingPolicy.Change)] = []
+        var now = start
+        while now < end {
+            if let change = policy.observe(now: now, loads: loads(now), cpuLoad: cpuLoad) {
+                changes.append((now, change))
+                if untilChange { break }
+            }
             now += 0.25
         }
-        #expect(shed == [RungID(job: "live/a", level: 3), RungID(job: "live/b", level: 3),
-                         RungID(job: "live/a", level: 2), RungID(job: "live/b", level: 2)])
+        return changes
+    }
+
+    @Test func theLowestRungOfEveryJobGoesBeforeAnySecondLowestAndTheTopNever() {
+        var policy = SheddingPolicy()
+        // Both second-lowest rungs behind: whichever rung lags, one rung goes per window, lowest first.
+        let behind = [RungID(job: "live/a", level: 2): 20, RungID(job: "live/b", level: 2): 20]
+        let changes = run(&policy, from: 0, to: 30) { _ in loads(queued: behind) }
+        #expect(changes.map(\.change) == [.shed(RungID(job: "live/a", level: 3)), .shed(RungID(job: "live/b", level: 3)),
+                                          .shed(RungID(job: "live/a", level: 2)), .shed(RungID(job: "live/b", level: 2))])
+        #expect(changes.map(\.time) == [2, 4, 6, 8])
         // A top offered by mistake (an encoded level 1) is still never shed.
         var topOnly = SheddingPolicy()
         let top = RungLoad(rung: RungID(job: "live/c", level: 1), fromBottom: 0, queued: 50, dropped: 0)
-        #expect(topOnly.observe(now: 0, loads: [top], cpuLoad: 1) == nil)
-        #expect(topOnly.observe(now: 5, loads: [top], cpuLoad: 1) == nil)
+        #expect(run(&topOnly, from: 0, to: 10) { _ in [top] }.isEmpty)
     }
 
-    @Test func aDropShedsAtOnceButAQueueMustStayLongEnough() {
-        var policy = SheddingPolicy()
+    @Test func onlyPressureThroughMostOfAWindowSheds() {
         let rung = RungID(job: "live/b", level: 2)
-        #expect(policy.observe(now: 0, loads: loads(), cpuLoad: 0.5) == nil)
-        #expect(policy.observe(now: 0.25, loads: loads(dropped: [rung: 3]), cpuLoad: 0.9) == .shed(RungID(job: "live/a", level: 3)))
-
-        var patient = SheddingPolicy()
-        let queued = loads(queued: [rung: 10])
-        #expect(patient.observe(now: 0, loads: queued, cpuLoad: 1) == nil)
-        #expect(patient.observe(now: 0.5, loads: queued, cpuLoad: 1) == nil)
-        // A queue that drains in time is not an overload.
-        #expect(patient.observe(now: 0.75, loads: loads(), cpuLoad: 1) == nil)
-        #expect(patient.observe(now: 1.5, loads: queued, cpuLoad: 1) == nil)
-        #expect(patient.observe(now: 2.5, loads: queued, cpuLoad: 1) == .shed(RungID(job: "live/a", level: 3)))
+        // A job starting: drops and a full inbox for a second, then it keeps up.
+        var starting = SheddingPolicy()
+        #expect(run(&starting, from: 0, to: 20) { now in now < 1 ? loads(queued: [rung: 32], dropped: [rung: Int(now * 100)]) : loads() }.isEmpty)
+        // Behind three samples of four: shed after one window.
+        var mostly = SheddingPolicy()
+        let flicker = run(&mostly, from: 0, to: 2.1) { now in Int(now * 4) % 4 == 3 ? loads() : loads(queued: [rung: 5]) }
+        #expect(flicker.map(\.change) == [.shed(RungID(job: "live/a", level: 3))])
+        // Behind every other sample: it copes, nothing is shed.
+        var half = SheddingPolicy()
+        #expect(run(&half, from: 0, to: 20) { now in Int(now * 4) % 2 == 0 ? loads(queued: [rung: 5]) : loads() }.isEmpty)
+        // Queued frames under the threshold are normal pipelining.
+        var pipelining = SheddingPolicy()
+        #expect(run(&pipelining, from: 0, to: 20) { _ in loads(queued: [rung: 2]) }.isEmpty)
     }
 
     @Test func aRungComesBackAfterCalmWithRoomLastShedFirst() {
         var policy = SheddingPolicy()
         let rung = RungID(job: "live/a", level: 2)
-        _ = policy.observe(now: 0, loads: loads(), cpuLoad: nil)
-        #expect(policy.observe(now: 1, loads: loads(dropped: [rung: 1]), cpuLoad: 1) == .shed(RungID(job: "live/a", level: 3)))
-        #expect(policy.observe(now: 3, loads: loads(dropped: [rung: 2]), cpuLoad: 1) == .shed(RungID(job: "live/b", level: 3)))
-        // Calm, but the CPU is still busy: nothing comes back.
-        var now = 3.25
-        while now < 30 {
-            #expect(policy.observe(now: now, loads: loads(dropped: [rung: 2]), cpuLoad: 0.9) == nil)
-            now += 0.25
-        }
-        // Room: after the calm period counted from the last pressure, the rung shed last returns first.
-        var restored: [RungID] = []
-        while now < 80 {
-            if case let .restore(rung) = policy.observe(now: now, loads: loads(dropped: [rung: 2]), cpuLoad: 0.5) { restored.append(rung) }
-            now += 0.25
-        }
-        #expect(restored == [RungID(job: "live/b", level: 3), RungID(job: "live/a", level: 3)])
+        let shed = run(&policy, from: 0, to: 4.1) { _ in loads(queued: [rung: 10]) }
+        #expect(shed.map(\.change) == [.shed(RungID(job: "live/a", level: 3)), .shed(RungID(job: "live/b", level: 3))])
+        // Calm, but the machine is busy: nothing comes back.
+        #expect(run(&policy, from: 4.25, to: 40, cpuLoad: 0.9) { _ in loads() }.isEmpty)
+        // Room: after the calm period, the rung shed last returns first, then the other after another calm period.
+        let restored = run(&policy, from: 40, to: 80, cpuLoad: 0.5) { _ in loads() }
+        #expect(restored.map(\.change) == [.restore(RungID(job: "live/b", level: 3)), .restore(RungID(job: "live/a", level: 3))])
+        #expect(restored.count == 2 && restored[1].time - restored[0].time >= policy.calmToRestore)
         #expect(policy.shed.isEmpty)
     }
 
     @Test func aRungShedAgainSoonAfterItsReturnWaitsLongerNextTime() {
         var policy = SheddingPolicy()
         let rung = RungID(job: "live/a", level: 2)
-        var drops = 0
-        func drop() -> [RungLoad] {
-            drops += 1
-            return loads(dropped: [rung: drops])
-        }
-        _ = policy.observe(now: 0, loads: loads(), cpuLoad: nil)
-        #expect(policy.observe(now: 1, loads: drop(), cpuLoad: 1) == .shed(RungID(job: "live/a", level: 3)))
-        func calmUntilRestore(from start: Double) -> Double? {
-            var now = start
-            while now < start + 400 {
-                if case .restore = policy.observe(now: now, loads: loads(dropped: [rung: drops]), cpuLoad: 0.3) { return now - start }
-                now += 0.25
-            }
-            return nil
-        }
-        let first = try! #require(calmUntilRestore(from: 1.25))
-        // Back and immediately too much again: the next return needs twice the calm.
-        let back = 1.25 + first
-        #expect(policy.observe(now: back + 3, loads: drop(), cpuLoad: 1) == .shed(RungID(job: "live/a", level: 3)))
-        let second = try! #require(calmUntilRestore(from: back + 3.25))
-        #expect(second >= 2 * policy.calmToRestore - 0.5, "first \(first) s, then \(second) s")
+        _ = run(&policy, from: 0, to: 2.1) { _ in loads(queued: [rung: 10]) }
+        let firstReturn = run(&policy, from: 2.25, to: 60, cpuLoad: 0.3, untilChange: true) { _ in loads() }
+        let returned = try! #require(firstReturn.first?.time)
+        // Back and at once too much again: shed again, and the next return needs twice the calm.
+        let again = run(&policy, from: returned + 0.25, to: returned + 2.5, untilChange: true) { _ in loads(queued: [rung: 10]) }
+        let shedAgain = try! #require(again.first?.time)
+        let secondReturn = run(&policy, from: shedAgain + 0.25, to: shedAgain + 200, cpuLoad: 0.3, untilChange: true) { _ in loads() }
+        let back = try! #require(secondReturn.first?.time)
+        #expect(back - shedAgain >= 2 * policy.calmToRestore, "first calm \(returned - 2) s, then \(back - shedAgain) s")
     }
 
     @Test func rungsOfEndedJobsLeaveTheBooks() {
         var policy = SheddingPolicy()
-        _ = policy.observe(now: 0, loads: loads(), cpuLoad: nil)
-        #expect(policy.observe(now: 1, loads: loads(dropped: [RungID(job: "live/b", level: 2): 1]), cpuLoad: 1) != nil)
-        #expect(policy.shed == [RungID(job: "live/a", level: 3)])
+        let changes = run(&policy, from: 0, to: 2.1) { _ in loads(queued: [RungID(job: "live/b", level: 2): 9]) }
+        #expect(changes.count == 1 && policy.shed == [RungID(job: "live/a", level: 3)])
         let onlyB = loads().filter { $0.rung.job == "live/b" }
-        _ = policy.observe(now: 2, loads: onlyB, cpuLoad: 1)
+        _ = policy.observe(now: 3, loads: onlyB, cpuLoad: 1)
         #expect(policy.shed.isEmpty)
     }
 }
@@ -131,7 +121,7 @@ import TestSupport
         let ladder = try ProvisionParser.parse(try Data(contentsOf: fixturesDirectory.appendingPathComponent("provisions/sm2-3-level.json")))
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("shed-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let shedder = LoadShedder(policy: SheddingPolicy(), cores: 2, runsTimer: false)
+        let shedder = LoadShedder(policy: SheddingPolicy(), runsTimer: false)
         // The clip: 120 frames at 30 fps, an IDR every 60; the top passes through, so the grid follows it.
         let job = LiveLadderJob(ladder: ladder, hlsDirectory: directory, options: TranscodeOptions(), grace: 5, hlsWindow: 100,
                                 coreBudget: CoreBudget(cores: 2), loadShedder: shedder)
