@@ -67,6 +67,9 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
                     }
                 }
             } catch {
+                // What the log and the 400 answer say about the peer's bytes must be printable.
+                precondition(error.description.unicodeScalars.allSatisfy { $0.value >= 0x20 && $0.value < 0x7F },
+                             "unescaped bytes in \(error.description)")
                 return
             }
         }

@@ -15,11 +15,25 @@ public enum RTSPParseError: Error, Sendable, Equatable, CustomStringConvertible 
         case let .lineTooLong(limit): "a line is longer than \(limit) bytes"
         case let .tooManyHeaders(limit): "more than \(limit) header fields"
         case let .bodyTooLarge(length, limit): "body of \(length) bytes exceeds the limit of \(limit)"
-        case let .malformedStartLine(line): "malformed request or status line: \(line)"
-        case let .malformedHeader(line): "malformed header line: \(line)"
-        case let .badContentLength(value): "bad Content-Length: \(value)"
-        case let .unsupportedVersion(version): "unsupported protocol version \(version)"
+        case let .malformedStartLine(line): "malformed request or status line: \(Self.printable(line))"
+        case let .malformedHeader(line): "malformed header line: \(Self.printable(line))"
+        case let .badContentLength(value): "bad Content-Length: \(Self.printable(value))"
+        case let .unsupportedVersion(version): "unsupported protocol version \(Self.printable(version))"
         }
+    }
+
+    /// A peer's bytes as they may appear in a log line or an answer: printable ASCII kept, anything
+    /// else (control characters, terminal escapes, invalid UTF-8) written as `\u{…}`.
+    static func printable(_ text: String) -> String {
+        var result = ""
+        for scalar in text.unicodeScalars {
+            if scalar.value >= 0x20, scalar.value < 0x7F, scalar != "\\" {
+                result.unicodeScalars.append(scalar)
+            } else {
+                result += "\\u{\(String(scalar.value, radix: 16))}"
+            }
+        }
+        return result
     }
 
     /// The status a server answers with before closing the connection.

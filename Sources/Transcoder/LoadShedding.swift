@@ -183,8 +183,14 @@ public final class LoadShedder: Sendable {
     public func sample(now: Double, cpuLoad: Double?) {
         let jobs = state.withLock { Array($0.jobs.values) }
         // Outside the lock: reading a job's statistics takes the job's own locks.
-        let loads = jobs.flatMap(\.rungLoads)
-        let owners = Dictionary(jobs.flatMap { job in job.rungLoads.map { ($0.rung, job) } }, uniquingKeysWith: { first, _ in first })
+        var loads: [RungLoad] = []
+        var owners: [RungID: any SheddableJob] = [:]
+        for job in jobs {
+            for load in job.rungLoads {
+                loads.append(load)
+                owners[load.rung] = job
+            }
+        }
         let change: SheddingPolicy.Change? = state.withLock { state in
             if let load = cpuLoad ?? Self.machineLoad(last: &state.lastCPU) {
                 state.smoothedLoad = state.smoothedLoad.map { 0.9 * $0 + 0.1 * load } ?? load

@@ -42,6 +42,20 @@ import Testing
         #expect(buffer.readableBytes == 0)
     }
 
+    @Test func aPeersBytesInAnErrorAreEscapedForTheLog() {
+        // A header line with a terminal escape, a NUL, a backslash and bytes that are not UTF-8.
+        var bytes = Array("OPTIONS * RTSP/1.0\r\nCSeq: 1\r\nX\u{1b}[2J".utf8)
+        bytes += [0, 0x5C, 0xFF, 0xFE, 0x0D, 0x0A, 0x0D, 0x0A]
+        var buffer = ByteBuffer(bytes: bytes)
+        #expect {
+            _ = try RTSPMessageParser().parse(&buffer)
+        } throws: { error in
+            let text = (error as? RTSPParseError)?.description ?? ""
+            return text.hasPrefix("malformed header line: X\\u{1b}[2J\\u{0}\\u{5c}")
+                && text.unicodeScalars.allSatisfy { $0.value >= 0x20 && $0.value < 0x7F }
+        }
+    }
+
     @Test func attributeLinesWithoutANameAreIgnored() throws {
         let sdp = try SessionDescription.parse("v=0\r\na=\r\na=:\r\na=:x\r\nm=video 0 RTP/AVP 96\r\na=\r\na=rtpmap:96 H264/90000\r\n")
         #expect(sdp.media.count == 1 && sdp.media[0].isH264)
