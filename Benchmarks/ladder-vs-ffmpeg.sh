@@ -8,6 +8,7 @@
 # (a) top passed through + 480p + 360p encoded;  (b) all three rungs encoded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source Benchmarks/common.sh
 rounds=${1:-3}
 work=Benchmarks/work
 mkdir -p "$work"
@@ -16,18 +17,9 @@ swift build -c release --product abr-worker >/dev/null
 worker=.build/release/abr-worker
 
 source_clip=$work/source-720p30-20s.mp4
-if [ ! -f "$source_clip" ]; then
-  # A publisher-like top variant: 720p30 H.264 High, 2 s GOP, no B-frames, 2 Mbit/s, with AAC.
-  ffmpeg -hide_banner -loglevel error -y \
-    -f lavfi -i "testsrc2=size=1280x720:rate=30:duration=20,noise=alls=10:allf=t" \
-    -f lavfi -i "sine=frequency=440:sample_rate=48000:duration=20" \
-    -c:v libx264 -preset veryfast -profile:v high -bf 0 -g 60 -keyint_min 60 -sc_threshold 0 \
-    -b:v 2000k -maxrate 2000k -bufsize 2000k -c:a aac -b:a 96k -ac 2 "$source_clip"
-fi
+benchmark_source_clip "$source_clip"
 
 provision=Fixtures/provisions/sm2-3-level.json
-# The x264 settings abr-worker uses (H264Encoder.swift), spelled for the ffmpeg CLI.
-x264=(-c:v libx264 -preset veryfast -tune zerolatency -profile:v high -bf 0 -g 60 -keyint_min 60 -sc_threshold 0 -pix_fmt yuv420p)
 rung() { # bitrate
   echo "-b:v $1 -maxrate $1 -bufsize $1"
 }

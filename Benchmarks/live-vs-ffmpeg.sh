@@ -13,6 +13,7 @@
 # Everything runs on loopback and stops by itself. Compare ratios, not absolute figures.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source Benchmarks/common.sh
 counts=("$@")
 [ ${#counts[@]} -gt 0 ] || counts=(1 2 4)
 run_seconds=${SECONDS_PER_RUN:-60}
@@ -23,13 +24,7 @@ mkdir -p "$work"
 swift build -c release --product abr-worker >/dev/null
 worker=.build/release/abr-worker
 clip=Benchmarks/work/source-720p30-20s.mp4
-if [ ! -f "$clip" ]; then
-  ffmpeg -hide_banner -loglevel error -y \
-    -f lavfi -i "testsrc2=size=1280x720:rate=30:duration=20,noise=alls=10:allf=t" \
-    -f lavfi -i "sine=frequency=440:sample_rate=48000:duration=20" \
-    -c:v libx264 -preset veryfast -profile:v high -bf 0 -g 60 -keyint_min 60 -sc_threshold 0 \
-    -b:v 2000k -maxrate 2000k -bufsize 2000k -c:a aac -b:a 96k -ac 2 "$clip"
-fi
+benchmark_source_clip "$clip"
 
 cpu_ticks() { # pid... → utime+stime of all, in clock ticks
   local total=0
@@ -135,7 +130,6 @@ PY
   wait 2>/dev/null || true
 
   echo "== N=$n: ffmpeg per stream" >&2
-  x264=(-c:v libx264 -preset veryfast -tune zerolatency -profile:v high -bf 0 -g 60 -keyint_min 60 -sc_threshold 0 -pix_fmt yuv420p)
   ffmpegs=()
   for i in $(seq 1 "$n"); do
     ffmpeg -hide_banner -loglevel error -stats_period 1 -progress "$work/ffmpeg$i.progress" -re -stream_loop -1 -i "$clip" -t "$run_seconds" \

@@ -149,11 +149,10 @@ public final class LiveNode: PublishPolicy, Sendable {
                 return .refuse(status: 415, reason: "\(request.path): picture \(sps.width)x\(sps.height) is more than 4 times the top variant's "
                                    + "\(ladder.top.width)x\(ladder.top.height); publish at most \(job.maximumDecodedPixels) pixels")
             }
-            let topPassesThrough = switch configuration.transcode.topMode {
-            case .encode: false
-            case .passthrough: true
-            case .auto: sps.map { $0.width == ladder.top.width && $0.height == ladder.top.height } ?? false
-            }
+            // Publishing validation has already required an H.264 track.
+            let topPassesThrough = sps.map {
+                configuration.transcode.topMode.passesThrough(isH264: true, width: $0.width, height: $0.height, top: ladder.top)
+            } ?? (configuration.transcode.topMode == .passthrough)
             if let refusal = configuration.admission?(ladder, topPassesThrough) {
                 logger.warning("publish refused: \(refusal)", metadata: ["stream.guid": "\(ladder.streamGuid)"])
                 return .refuse(status: 503, reason: refusal)

@@ -25,14 +25,8 @@ struct LadderPlan {
         grid = KeyframeGrid(mode: passthroughTop ? .followSource(minimumSegment: options.keyframeInterval) : .interval(options.keyframeInterval))
     }
 
-    /// A publisher or file whose top matches the ladder's size (and is H.264) can be passed
-    /// through under `auto`; `passthrough` only needs H.264.
     static func topMatches(_ mode: TopVariantMode, video: StreamInfo, top: Variant) -> Bool {
-        switch mode {
-        case .encode: false
-        case .passthrough: video.parameters.isH264
-        case .auto: video.parameters.isH264 && video.width == top.width && video.height == top.height
-        }
+        mode.passesThrough(isH264: video.parameters.isH264, width: video.width, height: video.height, top: top)
     }
 
     /// One pipeline per variant, in ladder order: the top passed through or encoded, the rest encoded.

@@ -146,15 +146,13 @@ public final class LoadShedder: Sendable {
 
     private let state: Mutex<State>
     private let runsTimer: Bool
-    private let onChange: (@Sendable (SheddingPolicy.Change) -> Void)?
 
     public static let node = LoadShedder(policy: SheddingPolicy())
 
     /// - Parameter runsTimer: false for a shedder the caller drives with `sample(now:cpuLoad:)`.
-    public init(policy: SheddingPolicy, runsTimer: Bool = true, onChange: (@Sendable (SheddingPolicy.Change) -> Void)? = nil) {
+    public init(policy: SheddingPolicy, runsTimer: Bool = true) {
         state = Mutex(State(policy: policy))
         self.runsTimer = runsTimer
-        self.onChange = onChange
     }
 
     /// Rungs shed now, in the order they were shed.
@@ -204,7 +202,6 @@ public final class LoadShedder: Sendable {
         case let .shed(rung): owners[rung]?.setShed(true, level: rung.level)
         case let .restore(rung): owners[rung]?.setShed(false, level: rung.level)
         }
-        onChange?(change)
     }
 
     /// The machine's CPU use since the last call, as a fraction of all cores (from /proc/stat):

@@ -8,6 +8,16 @@ public enum TopVariantMode: String, Sendable, CaseIterable {
     case auto
     case passthrough
     case encode
+
+    /// Whether a source of this codec and size would be passed through as `top` (under `auto`,
+    /// an H.264 source at the top's size; files also weigh the source's bit rate, see `LadderJob`).
+    public func passesThrough(isH264: Bool, width: Int, height: Int, top: Variant) -> Bool {
+        switch self {
+        case .encode: false
+        case .passthrough: isH264
+        case .auto: isH264 && width == top.width && height == top.height
+        }
+    }
 }
 
 /// What an inbox does when its variant falls behind.

@@ -151,13 +151,8 @@ final class VariantPipeline: @unchecked Sendable {
                 queuedInputs.subtract(1, ordering: .relaxed)
                 slots.signal()
             }
-            guard state.withLock({ $0.failure == nil }) else { return }
             let started = DispatchTime.now()
-            do {
-                try process(input)
-            } catch {
-                state.withLock { $0.failure = "variant \(variant.streamGuid): \(error)" }
-            }
+            guard perform(input) else { return }
             let elapsed = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
             let framesOut = output.frames
             let meter = output.meter
@@ -189,14 +184,19 @@ final class VariantPipeline: @unchecked Sendable {
 
     /// Work that bypasses the inbox (it carries no picture): runs in order after what is queued.
     private func enqueue(_ input: Input) {
-        queue.async { [self] in
-            guard state.withLock({ $0.failure == nil }) else { return }
-            do {
-                try process(input)
-            } catch {
-                state.withLock { $0.failure = "variant \(variant.streamGuid): \(error)" }
-            }
+        queue.async { [self] in _ = perform(input) }
+    }
+
+    /// Processes one input on the queue unless the variant already failed; a failure is kept.
+    /// False when nothing was done because of an earlier failure.
+    private func perform(_ input: Input) -> Bool {
+        guard state.withLock({ $0.failure == nil }) else { return false }
+        do {
+            try process(input)
+        } catch {
+            state.withLock { $0.failure = "variant \(variant.streamGuid): \(error)" }
         }
+        return true
     }
 
     /// Flushes the encoder and closes the outputs; `group` is left when done.
