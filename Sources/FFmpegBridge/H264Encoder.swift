@@ -1,3 +1,4 @@
+import MediaCore
 import CFFmpeg
 
 /// x264 settings for one live ladder rung.

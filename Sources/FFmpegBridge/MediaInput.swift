@@ -1,3 +1,4 @@
+import MediaCore
 import CFFmpeg
 
 /// Where a job's packets come from: a container libavformat reads, or a live publisher.

@@ -1,3 +1,4 @@
+import MediaCore
 import CFFmpeg
 
 /// Writes packets into a container (libavformat): a file, or memory for fragmented MP4 where

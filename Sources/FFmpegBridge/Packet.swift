@@ -1,3 +1,4 @@
+import MediaCore
 import CFFmpeg
 
 /// One compressed access unit (owns an AVPacket; refcounted data is shared by `reference()`).
@@ -22,6 +23,26 @@ public final class Packet: @unchecked Sendable {
         try check(av_new_packet(pointer, Int32(bytes.count)), "av_new_packet")
         bytes.withUnsafeBufferPointer { source in
             if let base = source.baseAddress { pointer.pointee.data.update(from: base, count: bytes.count) }
+        }
+        self.timeBase = timeBase
+    }
+
+    /// A packet holding `units` in Annex B form (each after a 4-byte start code), written straight
+    /// into the packet's buffer: how a depacketized access unit becomes a packet with one copy.
+    public convenience init(annexBUnits units: [[UInt8]], timeBase: Rational) throws(FFmpegError) {
+        try self.init()
+        let total = units.reduce(0) { $0 + 4 + $1.count }
+        guard total <= Int(Int32.max) else { throw FFmpegError(operation: "av_new_packet", message: "access unit of \(total) bytes") }
+        try check(av_new_packet(pointer, Int32(total)), "av_new_packet")
+        if let data = pointer.pointee.data {
+            var offset = 0
+            for unit in units {
+                (data + offset).update(from: [0, 0, 0, 1], count: 4)
+                unit.withUnsafeBufferPointer { source in
+                    if let base = source.baseAddress { (data + offset + 4).update(from: base, count: unit.count) }
+                }
+                offset += 4 + unit.count
+            }
         }
         self.timeBase = timeBase
     }
@@ -74,6 +95,12 @@ public final class Packet: @unchecked Sendable {
     public var bytes: [UInt8] {
         guard let data = pointer.pointee.data, size > 0 else { return [] }
         return Array(UnsafeBufferPointer(start: data, count: size))
+    }
+
+    /// The payload in place, for reading without a copy; valid only inside `body`.
+    public func withBytes<Result>(_ body: (UnsafeBufferPointer<UInt8>) throws -> Result) rethrows -> Result {
+        guard let data = pointer.pointee.data, size > 0 else { return try body(UnsafeBufferPointer(start: nil, count: 0)) }
+        return try body(UnsafeBufferPointer(start: data, count: size))
     }
 
     /// The first `count` payload bytes, copied out.

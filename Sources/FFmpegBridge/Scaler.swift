@@ -1,3 +1,4 @@
+import MediaCore
 import CFFmpeg
 
 /// Scales and converts decoded frames to one output size in YUV 4:2:0 (libswscale).

@@ -1,3 +1,4 @@
+import MediaCore
 import CFFmpeg
 
 /// Decodes one video stream (libavcodec). Outcomes that are not failures (needs more input,

@@ -196,7 +196,7 @@ final class JobPublishSink: PublishSink {
             current = made
             return made
         }
-        live?.pushVideo(annexB: unit.annexB, ticks: ticks, isKeyframe: unit.containsIDR)
+        live?.pushVideo(nalUnits: unit.nalUnits, ticks: ticks, isKeyframe: unit.containsIDR)
     }
 
     func receiveAudio(_ frame: [UInt8], ticks: Int64, format: AudioFormat) {
@@ -231,13 +231,18 @@ final class LiveStreamSink: VariantSink {
                           audio: audio.map { AudioFormat(sampleRate: $0.sampleRate, channels: $0.channels, config: $0.config) })
     }
 
-    func variantVideo(_ nalUnits: [[UInt8]], time: Double, isKeyframe: Bool) {
-        stream.writeVideo(nalUnits: nalUnits, ticks: Int64((time * 90000).rounded()), isKeyframe: isKeyframe)
+    func variantVideo(_ nalUnits: [[UInt8]], time: MediaTime, isKeyframe: Bool) {
+        stream.writeVideo(nalUnits: nalUnits, ticks: time.ticks(in: Self.videoClock), isKeyframe: isKeyframe)
     }
 
-    func variantAudio(_ frame: [UInt8], time: Double) {
-        stream.writeAudio(frame, ticks: Int64((time * Double(audioRate.load(ordering: .relaxed))).rounded()))
+    func variantAudio(_ frame: [UInt8], time: MediaTime) {
+        let rate = audioRate.load(ordering: .relaxed)
+        guard rate > 0, rate <= Int(Int32.max) else { return }
+        stream.writeAudio(frame, ticks: time.ticks(in: Rational(1, Int32(rate))))
     }
+
+    /// RTP's H.264 clock.
+    private static let videoClock = Rational(1, 90000)
 
     /// SDP carries: `b=AS` (kbit/s) and `b=TIAS` (bit/s) of the measured peak, declared until
     /// measured, and `a=x-abr-*` lines with the level, declared, average and peak rates, the

@@ -11,17 +11,18 @@ public enum H264 {
 
     /// Splits an Annex B byte stream (00 00 01 / 00 00 00 01 start codes) into NAL units,
     /// without their start codes. Trailing zero bytes belong to the next start code.
-    public static func annexBUnits(_ bytes: [UInt8]) -> [ArraySlice<UInt8>] {
-        var units: [ArraySlice<UInt8>] = []
-        var index = 0
+    /// Generic so a packet's payload can be split in place, without copying it out first.
+    public static func annexBUnits<Bytes: RandomAccessCollection<UInt8>>(_ bytes: Bytes) -> [Bytes.SubSequence] where Bytes.Index == Int {
+        var units: [Bytes.SubSequence] = []
+        var index = bytes.startIndex
         var unitStart: Int? = nil
-        let count = bytes.count
-        while index + 2 < count {
+        let end = bytes.endIndex
+        while index + 2 < end {
             if bytes[index] == 0, bytes[index + 1] == 0, bytes[index + 2] == 1 {
                 if let start = unitStart {
-                    var end = index
-                    while end > start, bytes[end - 1] == 0 { end -= 1 }
-                    if end > start { units.append(bytes[start..<end]) }
+                    var unitEnd = index
+                    while unitEnd > start, bytes[unitEnd - 1] == 0 { unitEnd -= 1 }
+                    if unitEnd > start { units.append(bytes[start..<unitEnd]) }
                 }
                 index += 3
                 unitStart = index
@@ -29,26 +30,37 @@ public enum H264 {
                 index += 1
             }
         }
-        if let start = unitStart, start < count {
-            units.append(bytes[start..<count])
+        if let start = unitStart, start < end {
+            units.append(bytes[start..<end])
         }
         return units
     }
 
     /// Splits length-prefixed NAL units (the MP4/avcC form) with the given length size.
-    public static func lengthPrefixedUnits(_ bytes: [UInt8], lengthSize: Int = 4) -> [ArraySlice<UInt8>]? {
-        var units: [ArraySlice<UInt8>] = []
-        var index = 0
-        while index < bytes.count {
-            guard index + lengthSize <= bytes.count else { return nil }
+    public static func lengthPrefixedUnits<Bytes: RandomAccessCollection<UInt8>>(_ bytes: Bytes, lengthSize: Int = 4) -> [Bytes.SubSequence]?
+    where Bytes.Index == Int {
+        var units: [Bytes.SubSequence] = []
+        var index = bytes.startIndex
+        let end = bytes.endIndex
+        while index < end {
+            guard index + lengthSize <= end else { return nil }
             var length = 0
             for offset in 0..<lengthSize { length = length << 8 | Int(bytes[index + offset]) }
             index += lengthSize
-            guard length > 0, index + length <= bytes.count else { return nil }
+            guard length > 0, length <= end - index else { return nil }
             units.append(bytes[index..<index + length])
             index += length
         }
         return units
+    }
+
+    /// The NAL units of one access unit in either form: Annex B when it starts with a start code,
+    /// length-prefixed (4 bytes) otherwise; nil when it is neither.
+    public static func accessUnitNALUnits<Bytes: RandomAccessCollection<UInt8>>(_ bytes: Bytes) -> [Bytes.SubSequence]? where Bytes.Index == Int {
+        let start = bytes.startIndex
+        let isAnnexB = bytes.count >= 3 && bytes[start] == 0 && bytes[start + 1] == 0
+            && (bytes[start + 2] == 1 || (bytes.count >= 4 && bytes[start + 2] == 0 && bytes[start + 3] == 1))
+        return isAnnexB ? annexBUnits(bytes) : lengthPrefixedUnits(bytes)
     }
 
     /// SPS and PPS NAL units from codec extradata, in either avcC (ISO/IEC 14496-15) or Annex B form.

@@ -26,43 +26,62 @@ public struct KeyframeGrid: Sendable {
     public static let tolerance = 0.0015
 
     public let mode: Mode
-    private var origin: Double?
-    private var nextGridTime = 0.0
-    private var segmentStart = -Double.infinity
+    /// The first frame's time; the grid counts in its time base from then on.
+    private var origin: MediaTime?
+    private var nextGridTicks: Int64 = 0
+    private var segmentStart: MediaTime?
+    private var intervalTicks: Int64 = 1
+    private var minimumSegmentTicks: Int64 = 0
+    private var toleranceTicks: Int64 = 0
 
     public init(mode: Mode) {
         self.mode = mode
     }
 
     /// - Parameters:
-    ///   - time: the frame's presentation time in seconds (any origin; must not decrease).
+    ///   - time: the frame's presentation time (any origin; must not decrease).
     ///   - isSourceKeyframe: whether the publisher coded this frame as a keyframe.
-    public mutating func decide(time: Double, isSourceKeyframe: Bool) -> Decision {
-        let first = origin == nil
-        if first { origin = time }
+    public mutating func decide(time: MediaTime, isSourceKeyframe: Bool) -> Decision {
+        guard let origin else {
+            start(at: time)
+            return Decision(isKeyframe: true, startsSegment: true)
+        }
+        // In the first frame's time base, so grid points are whole ticks and never drift.
+        let ticks = time.ticks(in: origin.timeBase)
         switch mode {
-        case let .followSource(minimumSegment):
+        case .followSource:
             // The very first frame is kept as a keyframe even if the source starts mid-GOP:
             // encoded variants need an IDR to start, and the passthrough top waits for one anyway.
-            let isKeyframe = isSourceKeyframe || first
-            let starts = isKeyframe && (first || time - segmentStart >= minimumSegment - Self.tolerance)
+            let starts = isSourceKeyframe
+                && ticks &- (segmentStart ?? origin).ticks(in: origin.timeBase) >= minimumSegmentTicks &- toleranceTicks
             if starts { segmentStart = time }
-            return Decision(isKeyframe: isKeyframe, startsSegment: starts)
-        case let .interval(interval):
-            let relative = time - origin!
-            guard first || relative >= nextGridTime - Self.tolerance else {
-                return Decision(isKeyframe: false, startsSegment: false)
-            }
-            nextGridTime = ((relative + Self.tolerance) / interval).rounded(.down) * interval + interval
+            return Decision(isKeyframe: isSourceKeyframe, startsSegment: starts)
+        case .interval:
+            let relative = ticks &- origin.ticks
+            guard relative >= nextGridTicks &- toleranceTicks else { return .none }
+            nextGridTicks = ((relative &+ toleranceTicks) / intervalTicks &+ 1) &* intervalTicks
             segmentStart = time
             return Decision(isKeyframe: true, startsSegment: true)
+        }
+    }
+
+    private mutating func start(at time: MediaTime) {
+        origin = time
+        segmentStart = time
+        let base = time.timeBase
+        toleranceTicks = MediaTime(seconds: Self.tolerance, timeBase: base).ticks
+        switch mode {
+        case let .followSource(minimumSegment):
+            minimumSegmentTicks = MediaTime(seconds: minimumSegment, timeBase: base).ticks
+        case let .interval(interval):
+            intervalTicks = max(1, MediaTime(seconds: interval, timeBase: base).ticks)
+            nextGridTicks = intervalTicks
         }
     }
 
     /// Makes the next frame a keyframe that starts a segment, e.g. after a publisher resumes.
     public mutating func forceNextKeyframe() {
         origin = nil
-        nextGridTime = 0
-        segmentStart = -Double.infinity
+        segmentStart = nil
     }
 }

@@ -27,7 +27,7 @@ final class HLSVariantWriter {
     private let audio: AudioTrack?
     private(set) var segments: [HLSMediaPlaylist.Segment] = []
     private(set) var meter: BitrateMeter
-    private var segmentStart: Double?
+    private var segmentStart: MediaTime?
     private var segmentIndex = 0
     private var mediaSequence = 0
     private var discontinuitySequence = 0
@@ -95,10 +95,10 @@ final class HLSVariantWriter {
     }
 
     /// - Parameter startsSegment: this video packet begins a new segment (it is an IDR on the grid).
-    func writeVideo(_ packet: Packet, time: Double, startsSegment: Bool) throws {
+    func writeVideo(_ packet: Packet, time: MediaTime, startsSegment: Bool) throws {
         if startsSegment, segmentStart != nil {
             try cutSegment(at: time)
-        } else if let start = segmentStart, let maximum = maximumSegmentDuration, time - start >= maximum {
+        } else if let start = segmentStart, let maximum = maximumSegmentDuration, (time - start).seconds >= maximum {
             if !packet.isKeyframe { independentSegments = false }
             try cutSegment(at: time)
         }
@@ -113,7 +113,7 @@ final class HLSVariantWriter {
 
     /// The video format changed (a new publisher with another size): the open segment ends at
     /// `time`, a new init segment follows, and the next segment is marked as a discontinuity.
-    func changeFormat(video: CodecParameters, videoTimeBase: Rational, at time: Double) throws {
+    func changeFormat(video: CodecParameters, videoTimeBase: Rational, at time: MediaTime) throws {
         try cutSegment(at: time)
         segmentStart = nil
         _ = try? muxer.finish()
@@ -126,14 +126,14 @@ final class HLSVariantWriter {
     }
 
     /// Timestamps jump (a publisher came back after an interruption): the next segment is marked.
-    func markDiscontinuity(at time: Double) throws {
+    func markDiscontinuity(at time: MediaTime) throws {
         try cutSegment(at: time)
         segmentStart = nil
         pendingDiscontinuity = true
     }
 
     /// Closes the open segment at `time` (the next segment's start, or the end of the last frame).
-    func cutSegment(at time: Double) throws {
+    func cutSegment(at time: MediaTime) throws {
         guard let start = segmentStart else { return }
         try muxer.flushFragment()
         let bytes = muxer.takeBytes()
@@ -148,7 +148,7 @@ final class HLSVariantWriter {
             pendingDiscontinuity = true
             return
         }
-        let duration = max(time - start, 0.001)
+        let duration = max((time - start).seconds, 0.001)
         segments.append(HLSMediaPlaylist.Segment(uri: name, duration: duration, discontinuity: pendingDiscontinuity, mapURI: currentMap))
         pendingDiscontinuity = false
         meter.add(duration: duration, bytes: bytes.count)
@@ -166,7 +166,7 @@ final class HLSVariantWriter {
         }
     }
 
-    func finish(endTime: Double) throws {
+    func finish(endTime: MediaTime) throws {
         try cutSegment(at: endTime)
         segmentStart = nil
         try muxer.finish()

@@ -17,8 +17,8 @@ struct Ingest {
     let cancellation: Cancellation
     let isLive: Bool
     let logger: Logger
-    /// Seconds added to every output timestamp: where this publish continues the job's timeline.
-    var timelineOffset = 0.0
+    /// Added to every output timestamp: where this publish continues the job's timeline.
+    var timelineOffset = MediaTime.zero(ArrivalTimes.timeBase)
     /// A live input that delivers nothing for this long has ended (its publisher is gone).
     var idleLimit: Double?
     /// Live jobs: where each picture's arrival time is kept for latency measurement.
@@ -31,14 +31,14 @@ struct Ingest {
     private(set) var skippedLeadingPackets = 0
     private(set) var decodedFrames = 0
     private(set) var decodeErrors = 0
-    private(set) var sourceKeyframeTimes: [Double] = []
+    private(set) var sourceKeyframeTimes: [MediaTime] = []
+    /// Source media read so far (for progress and speed), without the timeline offset.
     private(set) var mediaSeconds = 0.0
-    /// End of the last decoded frame on the output timeline (seconds).
-    private(set) var timelineEnd = 0.0
+    /// End of the last decoded frame on the output timeline.
+    private(set) var timelineEnd: MediaTime
 
     /// Origin in each stream's time base, set by the first video keyframe.
     private var videoOrigin: Int64?
-    private var originSeconds = 0.0
     private var audioBeforeOrigin: [Packet] = []
     /// Grid decisions taken on keyframe packets, waiting for their decoded frames (follow-source mode).
     private var decisionsByPTS: [Int64: KeyframeGrid.Decision] = [:]
@@ -46,7 +46,8 @@ struct Ingest {
     /// The video packet read last and when it arrived, held back in case the next one is another
     /// slice of the same picture (only for readers that may split pictures).
     private var heldVideo: (packet: Packet, arrival: UInt64?)?
-    private var frameDuration: Double
+    /// One frame at the source's nominal rate, in the video time base: frames carry no duration of their own.
+    private let frameDuration: MediaTime
 
     init(source: any PacketReader, video: StreamInfo, audio: AudioTrack?, decoder: VideoDecoder, pipelines: [VariantPipeline],
          grid: KeyframeGrid, started: DispatchTime, progress: ((JobProgress) -> Void)?, cancellation: Cancellation,
@@ -62,7 +63,8 @@ struct Ingest {
         self.cancellation = cancellation
         self.isLive = isLive
         self.logger = logger
-        self.frameDuration = 1 / LadderJob.plausibleFrameRate(video.frameRate)
+        self.frameDuration = MediaTime(seconds: 1 / LadderJob.plausibleFrameRate(video.frameRate), timeBase: video.timeBase)
+        self.timelineEnd = .zero(video.timeBase)
     }
 
     private var followsSource: Bool {
@@ -158,8 +160,7 @@ struct Ingest {
             let dts = packet.dts != noTimestamp ? packet.dts : packet.pts
             let origin = packet.pts != noTimestamp ? min(dts, packet.pts) : dts
             // The timeline offset moves the origin back, so this publish continues where the last one ended.
-            videoOrigin = origin &- Int64((timelineOffset / video.timeBase.seconds(1)).rounded())
-            originSeconds = video.timeBase.seconds(videoOrigin!)
+            videoOrigin = origin &- timelineOffset.ticks(in: video.timeBase)
             let held = audioBeforeOrigin
             audioBeforeOrigin.removeAll()
             held.forEach { handleAudio($0) }
@@ -175,7 +176,7 @@ struct Ingest {
         }
         var decision = KeyframeGrid.Decision.none
         if packet.isKeyframe, followsSource, packet.pts != noTimestamp {
-            let time = video.timeBase.seconds(packet.pts)
+            let time = MediaTime(ticks: packet.pts, timeBase: video.timeBase)
             decision = grid.decide(time: time, isSourceKeyframe: true)
             decisionsByPTS[packet.pts] = decision
             sourceKeyframeTimes.append(time)
@@ -231,9 +232,9 @@ struct Ingest {
             guard case let .frame(decoded) = step else { return }
             decodedFrames += 1
             let pts = decoded.pts
-            let time = video.timeBase.seconds(pts)
-            mediaSeconds = max(mediaSeconds, time + frameDuration - timelineOffset)
+            let time = MediaTime(ticks: pts, timeBase: video.timeBase)
             timelineEnd = max(timelineEnd, time + frameDuration)
+            mediaSeconds = max(mediaSeconds, (timelineEnd - timelineOffset).seconds)
             let decision: KeyframeGrid.Decision
             if followsSource {
                 decision = decisionsByPTS.removeValue(forKey: pts) ?? .none

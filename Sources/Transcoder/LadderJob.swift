@@ -174,8 +174,8 @@ public final class LadderJob {
         return value > 0 && value <= 240 ? value : 30
     }
 
-    static func longestGap(_ times: [Double], fallback: Double) -> Double {
-        let gaps = zip(times, times.dropFirst()).map { $1 - $0 }
+    static func longestGap(_ times: [MediaTime], fallback: Double) -> Double {
+        let gaps = zip(times, times.dropFirst()).map { ($1 - $0).seconds }
         guard let longest = gaps.max() else { return fallback }
         return (longest * 1000).rounded() / 1000
     }
@@ -183,36 +183,30 @@ public final class LadderJob {
     private func writeSummary(directory: OutputDirectory, pipelines: [VariantPipeline], ingest: Ingest, frameRate: Double,
                               keyframeInterval: Double, decoderThreads: Int, wall: Double) throws -> TranscodeReport {
         let targetDuration = Double(HLSMediaPlaylist.targetDuration(for: pipelines.flatMap { $0.output.segments.map(\.duration) }))
-        var hints: [BandwidthHints.VariantHint] = []
-        var entries: [HLSMasterPlaylist.Entry] = []
         var variantReports: [TranscodeReport.VariantReport] = []
         for pipeline in pipelines {
             let variant = pipeline.variant
             let output = pipeline.output
             let statistics = pipeline.statistics
-            let average = output.meter.averageBitRate
-            let peak = output.meter.peakBitRate(targetDuration: targetDuration)
-            hints.append(BandwidthHints.VariantHint(
-                streamGuid: variant.streamGuid, abrLevel: variant.level, width: variant.width, height: variant.height,
-                frameRate: (frameRate * 1000).rounded() / 1000, codecs: output.codecs, declaredBitRate: variant.bitRate,
-                averageBitRate: average, peakBitRate: peak, passthrough: pipeline.isPassthrough))
-            entries.append(HLSMasterPlaylist.Entry(
-                uri: "\(ladder.name)_\(variant.level)/\(HLSVariantWriter.playlistName)", bandwidth: peak, averageBandwidth: average,
-                width: variant.width, height: variant.height, frameRate: frameRate, codecs: output.codecs))
             variantReports.append(TranscodeReport.VariantReport(
                 streamGuid: variant.streamGuid, abrLevel: variant.level, width: variant.width, height: variant.height,
                 frames: output.frames, keyframes: output.keyframes, droppedFrames: statistics.dropped,
-                passthrough: pipeline.isPassthrough, averageBitRate: average, peakBitRate: peak, videoBitRate: output.videoBitRate,
+                passthrough: pipeline.isPassthrough, averageBitRate: output.meter.averageBitRate,
+                peakBitRate: output.meter.peakBitRate(targetDuration: targetDuration), videoBitRate: output.videoBitRate,
                 declaredBitRate: variant.bitRate,
                 encodeFps: statistics.busySeconds > 0 ? (Double(output.frames) / statistics.busySeconds * 10).rounded() / 10 : 0,
                 segments: output.segments.count, codecs: output.codecs))
         }
-        // Listed by level, not by measured peak, so the top leads even when a passed-through source is lean.
-        let master = HLSMasterPlaylist(entries: entries)
-        try master.render().write(to: directory.staging.appendingPathComponent("hls/master.m3u8"), atomically: true, encoding: .utf8)
-
-        let bandwidthHints = BandwidthHints(streamGuid: ladder.streamGuid, keyframeInterval: keyframeInterval, variants: hints)
-        try JSONOutput.write(bandwidthHints, to: directory.staging.appendingPathComponent("abr.json"))
+        // The peak over the ladder's common target duration: what HLS's BANDWIDTH means.
+        let outputs = Dictionary(pipelines.map { ($0.variant.level, $0.output) }, uniquingKeysWith: { first, _ in first })
+        let bandwidthHints = LadderHints.make(ladder: ladder, frameRate: frameRate, keyframeInterval: keyframeInterval,
+                                              passthroughLevel: pipelines.first { $0.isPassthrough }?.variant.level) { variant in
+            outputs[variant.level].map {
+                .init(codecs: $0.codecs, averageBitRate: $0.meter.averageBitRate, peakBitRate: $0.meter.peakBitRate(targetDuration: targetDuration))
+            }
+        }
+        try LadderHints.write(bandwidthHints, ladder: ladder, master: directory.staging.appendingPathComponent("hls/master.m3u8"),
+                              hintsFile: directory.staging.appendingPathComponent("abr.json"))
 
         let duration = ingest.mediaSeconds
         let report = TranscodeReport(

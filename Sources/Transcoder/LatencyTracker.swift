@@ -1,3 +1,4 @@
+import MediaCore
 import Dispatch
 import FFmpegBridge
 import Synchronization

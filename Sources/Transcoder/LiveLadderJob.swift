@@ -115,7 +115,7 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
     private var audioTrack: AudioTrack?
     private var passthroughTop = false
     private var topExtradata: [UInt8] = []
-    private var timelineEnd = 0.0
+    private var timelineEnd = MediaTime.zero(ArrivalTimes.timeBase)
     private var decoderThreads = 1
     private var lastHints: BandwidthHints?
     /// The rate the encoders were opened with (the publisher's, or a plausible one when its SDP
@@ -131,7 +131,7 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
     public var maximumDecodedPixels: Int { max(4 * ladder.top.width * ladder.top.height, 1920 * 1080) }
 
     public static func variantPlaylistPath(ladder: Ladder, level: Int) -> String {
-        "\(ladder.name)_\(level)/\(HLSVariantWriter.playlistName)"
+        LadderHints.variantPlaylistPath(ladder: ladder, level: level)
     }
 
     /// Events kept for the control plane; older ones are dropped.
@@ -432,14 +432,9 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
         let hints = makeHints(pipelines)
         guard hints != lastHints else { return }
         lastHints = hints
-        let master = HLSMasterPlaylist(entries: hints.variants.map {
-            HLSMasterPlaylist.Entry(uri: Self.variantPlaylistPath(ladder: ladder, level: $0.abrLevel), bandwidth: $0.peakBitRate,
-                                    averageBandwidth: $0.averageBitRate, width: $0.width, height: $0.height, frameRate: $0.frameRate,
-                                    codecs: $0.codecs)
-        })
         do {
-            try master.render().write(to: hlsDirectory.appendingPathComponent("master.m3u8"), atomically: true, encoding: .utf8)
-            try JSONOutput.write(hints, to: hlsDirectory.appendingPathComponent("abr.json"))
+            try LadderHints.write(hints, ladder: ladder, master: hlsDirectory.appendingPathComponent("master.m3u8"),
+                                  hintsFile: hlsDirectory.appendingPathComponent("abr.json"))
         } catch {
             logger.warning("cannot write hints: \(error)")
         }
@@ -447,21 +442,13 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
         addEvent("hintsUpdated", hints.variants.map { "L\($0.abrLevel) avg \($0.averageBitRate) peak \($0.peakBitRate)" }.joined(separator: ", "))
     }
 
-    /// Declared figures stand in until a variant has measured segments.
     private func makeHints(_ pipelines: [VariantPipeline]) -> BandwidthHints {
         let frameRate = withShared { $0.sourceFormat?.frameRate } ?? outputFrameRate.load(ordering: .relaxed)
-        let variants = ladder.variants.map { variant -> BandwidthHints.VariantHint in
-            let pipeline = pipelines.first { $0.variant.level == variant.level }
-            let s = pipeline?.statistics
-            let measured = (s?.averageBitRate ?? 0) > 0
-            return BandwidthHints.VariantHint(
-                streamGuid: variant.streamGuid, abrLevel: variant.level, width: variant.width, height: variant.height,
-                frameRate: (frameRate * 1000).rounded() / 1000, codecs: (s?.codecs).flatMap { $0.isEmpty ? nil : $0 } ?? "avc1.640028",
-                declaredBitRate: variant.bitRate, averageBitRate: measured ? s!.averageBitRate : variant.bitRate,
-                peakBitRate: measured ? max(s!.peakBitRate, s!.averageBitRate) : variant.bitRate,
-                passthrough: pipeline?.isPassthrough ?? false)
+        let statistics = Dictionary(pipelines.map { ($0.variant.level, $0.statistics) }, uniquingKeysWith: { first, _ in first })
+        return LadderHints.make(ladder: ladder, frameRate: frameRate, keyframeInterval: options.keyframeInterval,
+                                passthroughLevel: pipelines.first { $0.isPassthrough }?.variant.level) { variant in
+            statistics[variant.level].map { .init(codecs: $0.codecs, averageBitRate: $0.averageBitRate, peakBitRate: $0.peakBitRate) }
         }
-        return BandwidthHints(streamGuid: ladder.streamGuid, keyframeInterval: options.keyframeInterval, variants: variants)
     }
 
     private func addEvent(_ kind: String, _ detail: String) {

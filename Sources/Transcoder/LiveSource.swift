@@ -60,9 +60,9 @@ public final class LiveSource: PacketReader, @unchecked Sendable {
         self.streams = streams
     }
 
-    /// One access unit in Annex B form at presentation time `ticks` (90 kHz), in decode order.
-    public func pushVideo(annexB: [UInt8], ticks: Int64, isKeyframe: Bool) {
-        guard let packet = try? Packet(bytes: annexB, timeBase: Self.videoTimeBase) else { return }
+    /// One access unit's NAL units (without start codes) at presentation time `ticks` (90 kHz), in decode order.
+    public func pushVideo(nalUnits: [[UInt8]], ticks: Int64, isKeyframe: Bool) {
+        guard let packet = try? Packet(annexBUnits: nalUnits, timeBase: Self.videoTimeBase) else { return }
         packet.pts = ticks
         // RTP carries presentation times only; with B-frames, decoding times must be derived.
         if decodeTimestamps == nil { decodeTimestamps = DecodeTimestamps(depth: reorderDepth, firstPTS: ticks, step: frameTicks) }

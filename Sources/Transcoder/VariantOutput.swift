@@ -27,14 +27,15 @@ final class VariantOutput {
     private var mp4: Muxer?
     private var hls: HLSVariantWriter?
     private var pendingAudio: [Packet] = []
-    private var lastVideoEnd = 0.0
-    private let frameDuration: Double
+    /// End of the last picture written, in the video time base once open.
+    private var lastVideoEnd = MediaTime.zero(ArrivalTimes.timeBase)
+    private let frameRate: Double
 
     private(set) var frames = 0
     private(set) var videoBytes = 0
-    private var firstVideoTime: Double?
+    private var firstVideoTime: MediaTime?
     private(set) var keyframes = 0
-    private(set) var keyframeTimes: [Double] = []
+    private(set) var keyframeTimes: [MediaTime] = []
     private(set) var codecs = ""
     private(set) var latency = LatencySamples()
     private(set) var videoTimeBase = Rational(1, 90000)
@@ -45,7 +46,7 @@ final class VariantOutput {
     init(paths: Paths, audio: AudioTrack?, frameRate: Double) {
         self.paths = paths
         self.audio = audio
-        self.frameDuration = frameRate > 0 ? 1 / frameRate : 1.0 / 30
+        self.frameRate = frameRate > 0 ? frameRate : 30
     }
 
     var isOpen: Bool { hls != nil }
@@ -60,6 +61,7 @@ final class VariantOutput {
         codecs = sets.sps.first.flatMap { H264.codecString(sps: $0) } ?? "avc1.640028"
         if let entry = audio?.codecsEntry { codecs += "," + entry }
         videoTimeBase = timeBase
+        lastVideoEnd = lastVideoEnd.rescaled(to: timeBase)
         if let path = paths.mp4 {
             let mp4 = try Muxer(format: "mp4", destination: .file(path: path.path))
             try mp4.addStream(parameters, timeBase: timeBase)
@@ -75,7 +77,7 @@ final class VariantOutput {
     }
 
     /// A new publisher with another video format (passed-through top): a new init segment and a discontinuity.
-    func changeFormat(video parameters: CodecParameters, timeBase: Rational, at time: Double) throws {
+    func changeFormat(video parameters: CodecParameters, timeBase: Rational, at time: MediaTime) throws {
         let sets = H264.parameterSets(fromExtradata: parameters.extradata)
         if let sps = sets.sps.first, let code = H264.codecString(sps: sps) {
             codecs = code + (audio?.codecsEntry.map { "," + $0 } ?? "")
@@ -85,7 +87,7 @@ final class VariantOutput {
     }
 
     /// The timeline resumes after an interruption: the next segment is marked as a discontinuity.
-    func markDiscontinuity(at time: Double) throws {
+    func markDiscontinuity(at time: MediaTime) throws {
         try hls?.markDiscontinuity(at: time)
     }
 
@@ -94,7 +96,7 @@ final class VariantOutput {
         let audioFormat = audio.flatMap { track -> (Int, Int, [UInt8])? in
             track.parameters.isAAC ? (track.parameters.sampleRate, track.parameters.channelCount, track.parameters.extradata) : nil
         }
-        sink.variantFormat(sps: sps, pps: pps, frameRate: 1 / frameDuration, audio: audioFormat)
+        sink.variantFormat(sps: sps, pps: pps, frameRate: frameRate, audio: audioFormat)
     }
 
     func writeVideo(_ packet: Packet, startsSegment: Bool) throws {
@@ -102,9 +104,9 @@ final class VariantOutput {
         // Live sources (RTSP) carry no packet durations, and MP4 takes the last sample's length
         // from its packet: without one the edit list would cut the last picture off.
         if packet.duration <= 0 {
-            packet.duration = max(1, Int64((frameDuration / packet.timeBase.seconds(1)).rounded()))
+            packet.duration = max(1, MediaTime(seconds: 1 / frameRate, timeBase: packet.timeBase).ticks)
         }
-        let time = packet.timeBase.seconds(packet.pts)
+        let time = MediaTime(ticks: packet.pts, timeBase: packet.timeBase)
         try hls.writeVideo(packet, time: time, startsSegment: startsSegment || frames == 0)
         try mp4?.write(packet, stream: 0)
         if let arrivals = paths.arrivals,
@@ -112,9 +114,8 @@ final class VariantOutput {
             latency.add(Double(DispatchTime.now().uptimeNanoseconds &- arrival) / 1e9)
         }
         if let sink = paths.sink {
-            let bytes = packet.bytes
-            let units = bytes.starts(with: [0, 0, 1]) || bytes.starts(with: [0, 0, 0, 1])
-                ? H264.annexBUnits(bytes).map(Array.init) : (H264.lengthPrefixedUnits(bytes) ?? []).map(Array.init)
+            // Split in place: each NAL unit is copied once, straight out of the packet.
+            let units = packet.withBytes { (H264.accessUnitNALUnits($0) ?? []).map(Array.init) }
             sink.variantVideo(units, time: time, isKeyframe: packet.isKeyframe)
         }
         frames += 1
@@ -124,13 +125,13 @@ final class VariantOutput {
             keyframes += 1
             keyframeTimes.append(time)
         }
-        lastVideoEnd = max(lastVideoEnd, time + packet.timeBase.seconds(packet.duration))
+        lastVideoEnd = max(lastVideoEnd, time + MediaTime(ticks: packet.duration, timeBase: packet.timeBase))
     }
 
     /// Video payload alone over the video's duration: what compares with a declared `videoBitRate`
     /// (the HLS figures include audio and container, as RFC 8216 wants).
     var videoBitRate: Int {
-        let duration = lastVideoEnd - (firstVideoTime ?? 0)
+        let duration = (lastVideoEnd - (firstVideoTime ?? .zero(videoTimeBase))).seconds
         return duration > 0 ? Int((Double(videoBytes) * 8 / duration).rounded()) : 0
     }
 
@@ -142,7 +143,7 @@ final class VariantOutput {
         }
         try hls.writeAudio(packet)
         try mp4?.write(packet, stream: 1)
-        paths.sink?.variantAudio(packet.bytes, time: packet.timeBase.seconds(packet.pts))
+        paths.sink?.variantAudio(packet.bytes, time: MediaTime(ticks: packet.pts, timeBase: packet.timeBase))
     }
 
     func finish() throws {
@@ -152,6 +153,6 @@ final class VariantOutput {
         paths.sink?.variantEnded()
     }
 
-    /// End of the last picture written, on the job's timeline (seconds).
-    var endTime: Double { lastVideoEnd }
+    /// End of the last picture written, on the job's timeline.
+    var endTime: MediaTime { lastVideoEnd }
 }

@@ -23,7 +23,7 @@ final class VariantPipeline: @unchecked Sendable {
         case packet(Packet, KeyframeGrid.Decision)
         case audio(Packet)
         /// A new publisher's video format for a passed-through variant, starting at `time`.
-        case changeFormat(CodecParameters, timeBase: Rational, time: Double)
+        case changeFormat(CodecParameters, timeBase: Rational, time: MediaTime)
         /// Decode times of encoded pictures lead their presentation by this much (in the video time
         /// base), as the passed-through top's B-frames do, so every variant's fMP4 track starts its
         /// decode timeline at the same point and IDRs line up in HLS.

@@ -148,6 +148,55 @@ import TestSupport
         #expect(node.log.contains("publish refused: node over capacity: live/stream1 needs about"))
     }
 
+    /// A node given more encoding than its cores can do in real time (x264's slowest preset on
+    /// the lower rungs of a real-time 720p publish) sheds its lowest rung, counts it in job
+    /// status, metrics and events, and keeps the passed-through top flowing to its players.
+    @Test func anOverloadedNodeShedsItsLowestRungAndTheTopKeepsFlowing() throws {
+        let scratch = Self.scratch()
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        // ServeProcess turns shedding off for the other tests; the last flag wins.
+        let node = try ServeProcess(dataDirectory: scratch.appendingPathComponent("data"),
+                                    arguments: ["--load-shedding", "--preset", "placebo", "--provision", fixture("provisions/sm2-3-level.json")],
+                                    environment: Self.credentials)
+        defer { node.stop() }
+        let publisher = Process()
+        publisher.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
+        publisher.arguments = ["-hide_banner", "-loglevel", "error", "-re", "-stream_loop", "-1", "-i", fixture("720p30-h264-aac.mp4"),
+                               "-t", "60", "-c", "copy", "-f", "rtsp", "-rtsp_transport", "tcp",
+                               node.rtspBase.replacingOccurrences(of: "rtsp://", with: "rtsp://user:pass@") + "/live/stream1_1"]
+        publisher.standardError = FileHandle.nullDevice
+        try publisher.run()
+        defer { stopProcess(publisher, signal: SIGINT) }
+
+        func variants() -> [[String: Any]] {
+            ((try? node.http("GET", "/v1/jobs/live/stream1").json as? [String: Any])?["variants"] as? [[String: Any]]) ?? []
+        }
+        func level(_ number: Int) -> [String: Any]? { variants().first { $0["abrLevel"] as? Int == number } }
+        #expect(node.waitFor(timeout: 40) { level(3)?["shed"] as? Bool == true }, "\(variants())")
+        #expect(node.waitFor(timeout: 10) { (level(3)?["shedFrames"] as? Int ?? 0) > 0 })
+        #expect(level(1)?["shed"] as? Bool == false)
+        #expect(level(1)?["passthrough"] as? Bool == true)
+
+        let metrics = try node.http("GET", "/metrics").body
+        #expect(metrics.contains("abr_worker_variant_shed{level=\"3\"} 1"), "\(metrics)")
+        #expect(metrics.contains("abr_worker_variant_shed{level=\"1\"} 0"))
+        let job = try #require(try node.http("GET", "/v1/jobs/live/stream1").json as? [String: Any])
+        let history = (job["history"] as? [[String: Any]]) ?? []
+        #expect(history.contains { $0["kind"] as? String == "rungShed" && ($0["detail"] as? String ?? "").contains("level 3") }, "\(history)")
+
+        // A player of the top gets real-time pictures while the node is over capacity.
+        let framesBefore = level(1)?["framesOut"] as? Int ?? 0
+        let played = scratch.appendingPathComponent("top.mp4")
+        let player = try runProcess("ffmpeg", ["-hide_banner", "-loglevel", "error", "-rtsp_transport", "tcp", "-i", "\(node.rtspBase)/live/stream1_1",
+                                               "-t", "4", "-c", "copy", "-y", played.path], timeout: 60)
+        #expect(player.status == 0, "\(player.stderr)")
+        let stream = try MediaProbe.videoStream(played.path)
+        #expect(stream.width == 1280 && stream.height == 720)
+        #expect(try MediaProbe.decodedFrameCount(played.path) >= 90, "a player of the top stalled")
+        #expect((level(1)?["framesOut"] as? Int ?? 0) - framesBefore >= 90)
+        #expect(level(1)?["droppedFrames"] as? Int == 0)
+    }
+
     /// The status page's native <video> plays the live ladder in headless Chromium.
     @Test func statusPagePlaysInHeadlessChromium() throws {
         let scratch = Self.scratch()

@@ -44,6 +44,20 @@ import Testing
         #expect(H264.annexBUnits([1, 2, 3]).isEmpty)
     }
 
+    @Test func accessUnitsSplitInPlaceInEitherFormFromAnyStartIndex() {
+        // A slice that does not start at index 0, as a packet's payload seen in place would be.
+        let buffer: [UInt8] = [0xff, 0xff, 0, 0, 0, 1, 0x65, 0x88, 0, 0, 1, 0x41]
+        #expect(H264.accessUnitNALUnits(buffer[2...])?.map(Array.init) == [[0x65, 0x88], [0x41]])
+        let prefixed: [UInt8] = [0xff, 0, 0, 0, 2, 0x65, 0x88, 0, 0, 0, 1, 0x41]
+        #expect(H264.accessUnitNALUnits(prefixed[1...])?.map(Array.init) == [[0x65, 0x88], [0x41]])
+        #expect(H264.accessUnitNALUnits(prefixed[1..<7])?.map(Array.init) == [[0x65, 0x88]])
+        #expect(H264.accessUnitNALUnits(prefixed[1..<6]) == nil)
+        #expect(H264.accessUnitNALUnits(prefixed[1..<4]) == nil)
+        #expect(H264.accessUnitNALUnits([UInt8]())?.isEmpty == true)
+        let bytes: [UInt8] = [0, 0, 1, 0x65, 0x88]
+        #expect(bytes.withUnsafeBufferPointer { H264.accessUnitNALUnits($0)?.map(Array.init) } == [[0x65, 0x88]])
+    }
+
     @Test func lengthPrefixedUnitsRejectOverruns() {
         #expect(H264.lengthPrefixedUnits([0, 0, 0, 2, 0x65, 0x88])?.map(Array.init) == [[0x65, 0x88]])
         #expect(H264.lengthPrefixedUnits([0, 0, 0, 9, 0x65]) == nil)

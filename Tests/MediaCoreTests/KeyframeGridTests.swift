@@ -2,62 +2,120 @@ import MediaCore
 import Testing
 
 @Suite struct KeyframeGridTests {
-    private func keyframeTimes(_ grid: inout KeyframeGrid, times: [Double], sourceKeys: Set<Int> = []) -> [Double] {
-        times.enumerated().compactMap { index, time in
-            grid.decide(time: time, isSourceKeyframe: sourceKeys.contains(index)).isKeyframe ? time : nil
+    private static let rtp = Rational(1, 90000)
+
+    /// Frame times in ticks of `timeBase`; returns the ticks of the frames the grid made keyframes.
+    private func keyframeTicks(_ grid: inout KeyframeGrid, ticks: [Int64], timeBase: Rational = rtp, sourceKeys: Set<Int> = []) -> [Int64] {
+        ticks.enumerated().compactMap { index, value in
+            grid.decide(time: MediaTime(ticks: value, timeBase: timeBase), isSourceKeyframe: sourceKeys.contains(index)).isKeyframe ? value : nil
         }
     }
 
     @Test func intervalGridAt30fps() {
         var grid = KeyframeGrid(mode: .interval(2))
-        let times = (0..<300).map { Double($0) / 30 }
-        #expect(keyframeTimes(&grid, times: times).map { ($0 * 1000).rounded() } == [0, 2000, 4000, 6000, 8000])
+        let ticks = (0..<300).map { Int64($0) }
+        #expect(keyframeTicks(&grid, ticks: ticks, timeBase: Rational(1, 30)) == [0, 60, 120, 180, 240])
     }
 
     @Test func intervalGridAtNTSCRateAndNonZeroStart() {
         var grid = KeyframeGrid(mode: .interval(2))
-        let times = (0..<300).map { 10 + Double($0) * 1001 / 30000 }
-        let keys = keyframeTimes(&grid, times: times)
+        let ticks = (0..<300).map { 900_000 + Int64($0) * 3003 }
+        let keys = keyframeTicks(&grid, ticks: ticks)
         // Every 2 s of source time after the first frame: frames 0, 60 (2.002 s), 120, ...
         #expect(keys.count == 5)
-        #expect(abs(keys[1] - keys[0] - 2.002) < 1e-9)
+        #expect(keys[1] - keys[0] == 60 * 3003)
     }
 
     @Test func intervalGridToleratesMillisecondRounding() {
         // FLV stores 33, 67, 100 ms...: frame 60 lands on 1999 or 2000 ms depending on the muxer.
         var grid = KeyframeGrid(mode: .interval(2))
-        let times = (0..<130).map { (Double($0) * 1000 / 30).rounded(.down) / 1000 }
-        let keys = keyframeTimes(&grid, times: times)
+        let ticks = (0..<130).map { Int64($0) * 1000 / 30 }
+        let keys = keyframeTicks(&grid, ticks: ticks, timeBase: Rational(1, 1000))
         #expect(keys.count == 3)
-        #expect(keys[1] == times[60])
+        #expect(keys[1] == ticks[60])
     }
 
     @Test func intervalGridReturnsToItsPointsAfterAGap() {
         // After a gap the late frame is an IDR, and the grid goes on at its own points (8, 10),
         // not 2 s after the late frame, so renditions started at other times still line up.
         var grid = KeyframeGrid(mode: .interval(2))
-        #expect(keyframeTimes(&grid, times: [0, 1, 7.5, 8, 9.9, 10]) == [0, 7.5, 8, 10])
+        let ms = Rational(1, 1000)
+        #expect(keyframeTicks(&grid, ticks: [0, 1000, 7500, 8000, 9900, 10000], timeBase: ms) == [0, 7500, 8000, 10000])
+    }
+
+    @Test func intervalGridDoesNotDriftOverADayOfNTSCFrames() {
+        // 29.97 fps for 24 h: every IDR is still the first frame at or after its 2 s point, to the tick.
+        var grid = KeyframeGrid(mode: .interval(2))
+        let frames = 24 * 3600 * 30_000 / 1001
+        var keys: [Int] = []
+        for index in 0..<frames where grid.decide(time: MediaTime(ticks: Int64(index) * 3003, timeBase: Self.rtp), isSourceKeyframe: false).isKeyframe {
+            keys.append(index)
+        }
+        // The first frame no more than the 1.5 ms tolerance (135 ticks) before each point.
+        let expected = (0..<keys.count).map { point in max(0, point * 180_000 - 135 + 3002) / 3003 }
+        let mismatches = zip(keys, expected).filter { $0 != $1 }
+        #expect(mismatches.isEmpty, "first mismatches: \(mismatches.prefix(3))")
+        #expect(keys.count == 43_200)
+    }
+
+    @Test func gridAcceptsTimesInAnotherTimeBase() {
+        // A source whose packets change time base (a re-publish) is still measured from the first frame's base.
+        var grid = KeyframeGrid(mode: .interval(2))
+        #expect(grid.decide(time: MediaTime(ticks: 0, timeBase: Self.rtp), isSourceKeyframe: false).isKeyframe)
+        #expect(!grid.decide(time: MediaTime(ticks: 1990, timeBase: Rational(1, 1000)), isSourceKeyframe: false).isKeyframe)
+        #expect(grid.decide(time: MediaTime(ticks: 2, timeBase: Rational(1, 1)), isSourceKeyframe: false).isKeyframe)
     }
 
     @Test func followSourceKeepsSourceKeyframesAndGroupsShortGOPsIntoSegments() {
         var grid = KeyframeGrid(mode: .followSource(minimumSegment: 2))
-        let times = (0..<120).map { Double($0) / 30 }
         // Source GOP of 1 s: IDRs every 30 frames, segments every other IDR.
-        var segmentStarts: [Double] = []
-        var keys: [Double] = []
-        for (index, time) in times.enumerated() {
-            let decision = grid.decide(time: time, isSourceKeyframe: index % 30 == 0)
-            if decision.isKeyframe { keys.append(time) }
-            if decision.startsSegment { segmentStarts.append(time) }
+        var segmentStarts: [Int64] = []
+        var keys: [Int64] = []
+        for index in 0..<120 {
+            let decision = grid.decide(time: MediaTime(ticks: Int64(index), timeBase: Rational(1, 30)), isSourceKeyframe: index % 30 == 0)
+            if decision.isKeyframe { keys.append(Int64(index)) }
+            if decision.startsSegment { segmentStarts.append(Int64(index)) }
         }
-        #expect(keys == [0, 1, 2, 3])
-        #expect(segmentStarts == [0, 2])
+        #expect(keys == [0, 30, 60, 90])
+        #expect(segmentStarts == [0, 60])
     }
 
     @Test func firstFrameIsAlwaysAKeyframe() {
         var grid = KeyframeGrid(mode: .followSource(minimumSegment: 2))
-        #expect(grid.decide(time: 5, isSourceKeyframe: false) == .init(isKeyframe: true, startsSegment: true))
-        #expect(grid.decide(time: 5.1, isSourceKeyframe: false) == .none)
+        #expect(grid.decide(time: MediaTime(ticks: 450_000, timeBase: Self.rtp), isSourceKeyframe: false) == .init(isKeyframe: true, startsSegment: true))
+        #expect(grid.decide(time: MediaTime(ticks: 459_000, timeBase: Self.rtp), isSourceKeyframe: false) == .none)
+    }
+}
+
+@Suite struct MediaTimeTests {
+    @Test func rescalesLikeFFmpegRoundingHalfAwayFromZero() {
+        let ms = Rational(1, 1000), rtp = Rational(1, 90000)
+        #expect(rtp.rescale(3003, to: ms) == 33)
+        #expect(rtp.rescale(45, to: ms) == 1)      // 0.5 ms rounds up
+        #expect(rtp.rescale(-45, to: ms) == -1)    // and down below zero
+        #expect(ms.rescale(33, to: rtp) == 2970)
+        #expect(Rational(1001, 30000).rescale(30, to: rtp) == 90090)
+    }
+
+    @Test func extremeValuesSaturateInsteadOfTrapping() {
+        let nanoseconds = Rational(1, 1_000_000_000)
+        #expect(Rational(1, 1).rescale(.max, to: nanoseconds) == .max)
+        #expect(Rational(1, 1).rescale(.min, to: nanoseconds) == .min + 1)
+        #expect(Rational(0, 1).rescale(5, to: nanoseconds) == 0)
+        #expect(Rational(1, 90000).rescale(.max, to: Rational(1, 1)) == Int64.max / 90000 + 1)
+        #expect(MediaTime(seconds: .infinity, timeBase: Rational(1, 90000)).ticks == 0)
+        #expect(MediaTime(seconds: 1e300, timeBase: Rational(1, 90000)).ticks == 1 << 62)
+    }
+
+    @Test func comparesInstantsAcrossTimeBases() {
+        let a = MediaTime(ticks: 3003, timeBase: Rational(1, 90000))
+        let b = MediaTime(ticks: 1, timeBase: Rational(1001, 30000))
+        #expect(a == b)
+        #expect(Set([a, b]).count == 1)
+        #expect(a < MediaTime(ticks: 34, timeBase: Rational(1, 1000)))
+        #expect(MediaTime(ticks: -1, timeBase: Rational(1, 1)) < .zero(Rational(1, 90000)))
+        #expect((a + b).ticks == 6006)
+        #expect((a - b).ticks == 0)
     }
 }
 

@@ -14,8 +14,8 @@ import TestSupport
         let sets = H264.parameterSets(fromExtradata: video.parameters.extradata)
         let source = try LiveSource(url: "test", sps: try #require(sets.sps.first), pps: try #require(sets.pps.first), frameRate: 30, audio: nil)
         // 200 access units of 1 MB each (a tenth of the packet cap), nobody reading.
-        let unit = [0, 0, 0, 1, 0x65] + [UInt8](repeating: 0x55, count: 1024 * 1024)
-        for index in 0..<200 { source.pushVideo(annexB: unit, ticks: Int64(index) * 3000, isKeyframe: true) }
+        let unit = [[0x65] + [UInt8](repeating: 0x55, count: 1024 * 1024)]
+        for index in 0..<200 { source.pushVideo(nalUnits: unit, ticks: Int64(index) * 3000, isKeyframe: true) }
         var held = 0
         var bytes = 0
         source.end()
@@ -26,6 +26,14 @@ import TestSupport
         #expect(bytes <= LiveSource.capacityBytes, "held \(bytes) bytes")
         #expect(held < 200)
         #expect(source.droppedFrames == 200 - held)
+    }
+
+    @Test func aDepacketizedAccessUnitBecomesAnAnnexBPacketAndSplitsBackInPlace() throws {
+        let units: [[UInt8]] = [[0x09, 0xf0], [0x65, 0x88, 0x84], [0x41]]
+        let packet = try Packet(annexBUnits: units, timeBase: Rational(1, 90000))
+        #expect(packet.bytes == [0, 0, 0, 1, 0x09, 0xf0, 0, 0, 0, 1, 0x65, 0x88, 0x84, 0, 0, 0, 1, 0x41])
+        #expect(packet.withBytes { H264.accessUnitNALUnits($0)?.map(Array.init) } == units)
+        #expect(try Packet(annexBUnits: [], timeBase: Rational(1, 90000)).withBytes { $0.count } == 0)
     }
 
     @Test func theDecoderRefusesPicturesLargerThanItsLimit() throws {

@@ -104,15 +104,15 @@ import TestSupport
 }
 
 @Suite struct LoadSheddingEngineTests {
-    /// The bundled clip as a publisher's access units (Annex B, 90 kHz), in decode order.
-    static func accessUnits() throws -> (sps: [UInt8], pps: [UInt8], units: [(bytes: [UInt8], ticks: Int64, key: Bool)]) {
+    /// The bundled clip as a publisher's access units (NAL units, 90 kHz), in decode order.
+    static func accessUnits() throws -> (sps: [UInt8], pps: [UInt8], units: [(nalUnits: [[UInt8]], ticks: Int64, key: Bool)]) {
         let input = try MediaInput(url: fixture("720p30-h264-aac.mp4"))
         let video = try #require(input.bestVideoStream)
         let sets = H264.parameterSets(fromExtradata: video.parameters.extradata)
-        var units: [(bytes: [UInt8], ticks: Int64, key: Bool)] = []
+        var units: [(nalUnits: [[UInt8]], ticks: Int64, key: Bool)] = []
         while case let .packet(packet) = try input.read() {
             guard packet.streamIndex == video.index, let nals = H264.lengthPrefixedUnits(packet.bytes) else { continue }
-            units.append((H264.annexB(nals.map(Array.init)), video.timeBase.rescale(packet.pts, to: Rational(1, 90000)), packet.isKeyframe))
+            units.append((nals.map(Array.init), video.timeBase.rescale(packet.pts, to: Rational(1, 90000)), packet.isKeyframe))
         }
         return (try #require(sets.sps.first), try #require(sets.pps.first), units)
     }
@@ -139,7 +139,7 @@ import TestSupport
             for index in range {
                 let unit = units[index % units.count]
                 let loop = Int64(index / units.count) * (units.last!.ticks + 3000)
-                source.pushVideo(annexB: unit.bytes, ticks: unit.ticks + loop, isKeyframe: unit.key)
+                source.pushVideo(nalUnits: unit.nalUnits, ticks: unit.ticks + loop, isKeyframe: unit.key)
                 _ = waitUntil(timeout: 10, every: 0.01) {
                     let variants = job.status.variants
                     guard let top = variants.first(where: \.passthrough), top.framesIn > index else { return false }

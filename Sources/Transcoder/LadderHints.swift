@@ -1,0 +1,57 @@
+import Foundation
+import MediaCore
+
+/// What a ladder publishes about its variants, made by one piece of code for file and live jobs:
+/// the bandwidth hints (`abr.json`, and each live variant's SDP) and the HLS master playlist,
+/// which carries the same figures as BANDWIDTH and AVERAGE-BANDWIDTH.
+enum LadderHints {
+    /// What a variant's output has measured so far.
+    struct Measurement {
+        var codecs: String
+        var averageBitRate: Int
+        var peakBitRate: Int
+    }
+
+    /// - Parameters:
+    ///   - measured: a variant's measurement; nil or a zero average (no segment yet) makes its
+    ///     declared bit rate stand in, so hints exist from a live job's first second.
+    ///   - passthrough: the level whose pictures are the source's own, if any.
+    static func make(ladder: Ladder, frameRate: Double, keyframeInterval: Double, passthroughLevel: Int?,
+                     measured: (Variant) -> Measurement?) -> BandwidthHints {
+        let variants = ladder.variants.map { variant -> BandwidthHints.VariantHint in
+            let measurement = measured(variant).flatMap { $0.averageBitRate > 0 ? $0 : nil }
+            let codecs = measured(variant)?.codecs ?? ""
+            return BandwidthHints.VariantHint(
+                streamGuid: variant.streamGuid, abrLevel: variant.level, width: variant.width, height: variant.height,
+                frameRate: (frameRate * 1000).rounded() / 1000, codecs: codecs.isEmpty ? defaultCodecs : codecs,
+                declaredBitRate: variant.bitRate, averageBitRate: measurement?.averageBitRate ?? variant.bitRate,
+                // A peak below the average would only be a short stream's artefact.
+                peakBitRate: measurement.map { max($0.peakBitRate, $0.averageBitRate) } ?? variant.bitRate,
+                passthrough: variant.level == passthroughLevel)
+        }
+        return BandwidthHints(streamGuid: ladder.streamGuid, keyframeInterval: keyframeInterval, variants: variants)
+    }
+
+    /// High profile, level 4.0: what a variant is announced as before its encoder has said.
+    static let defaultCodecs = "avc1.640028"
+
+    /// Listed by level, not by measured peak, so the top leads even when a passed-through source is lean.
+    static func masterPlaylist(_ hints: BandwidthHints, ladder: Ladder) -> HLSMasterPlaylist {
+        HLSMasterPlaylist(entries: hints.variants.map {
+            HLSMasterPlaylist.Entry(uri: variantPlaylistPath(ladder: ladder, level: $0.abrLevel), bandwidth: $0.peakBitRate,
+                                    averageBandwidth: $0.averageBitRate, width: $0.width, height: $0.height, frameRate: $0.frameRate,
+                                    codecs: $0.codecs)
+        })
+    }
+
+    /// A variant's media playlist, relative to the master playlist.
+    static func variantPlaylistPath(ladder: Ladder, level: Int) -> String {
+        "\(ladder.name)_\(level)/\(HLSVariantWriter.playlistName)"
+    }
+
+    /// Writes both files, each aside and renamed, so readers never see half of one.
+    static func write(_ hints: BandwidthHints, ladder: Ladder, master: URL, hintsFile: URL) throws {
+        try masterPlaylist(hints, ladder: ladder).render().write(to: master, atomically: true, encoding: .utf8)
+        try JSONOutput.write(hints, to: hintsFile)
+    }
+}
