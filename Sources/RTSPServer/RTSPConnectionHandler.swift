@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 import MediaCore
 import NIOCore
@@ -116,6 +119,12 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
+        // A peer that resets its connection is routine; anything else closing a session must be seen.
+        if let error = error as? IOError, [ECONNRESET, EPIPE].contains(error.errnoCode) {
+            logger.info("connection closed: \(error)")
+        } else {
+            logger.warning("connection closed after an error: \(error)")
+        }
         context.close(promise: nil)
     }
 
