@@ -26,6 +26,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case rtspConnection = "rtsp-connection"
     case rtspAuthorization = "rtsp-authorization"
     case hlsPlaylist = "hls-playlist"
+    case mediaTime = "media-time"
 
     public func run(_ bytes: [UInt8]) {
         switch self {
@@ -46,6 +47,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .hlsPlaylist:
             let next = HLSPlaylistContinuation(playlistText: String(decoding: bytes, as: UTF8.self))
             precondition(next.staleFiles.allSatisfy { !$0.contains("/") }, "a playlist named a file outside its folder")
+        case .mediaTime: Self.mediaTime(bytes)
         }
     }
 
@@ -143,6 +145,35 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         _ = H264.parameterSets(fromExtradata: bytes)
         _ = H264.annexBUnits(bytes)
         _ = H264.lengthPrefixedUnits(bytes)
+    }
+
+    /// Timestamps and time bases come from the network (RTP timestamps, SDP clock rates, container
+    /// time bases): 16-byte records of ticks, numerator and denominator go through rescaling,
+    /// comparison and both grid modes. The first byte picks the grid interval.
+    static func mediaTime(_ bytes: [UInt8]) {
+        guard let first = bytes.first else { return }
+        var grids = [KeyframeGrid(mode: .interval(Double(first % 16) / 2)), KeyframeGrid(mode: .followSource(minimumSegment: Double(first >> 4)))]
+        func integer<T: FixedWidthInteger>(_ slice: ArraySlice<UInt8>) -> T { slice.reduce(T.zero) { $0 << 8 | T($1) } }
+        var previous: MediaTime?
+        for record in bytes.dropFirst().chunks(of: 16) where record.count == 16 {
+            let start = record.startIndex
+            let time = MediaTime(ticks: integer(record[start..<start + 8]),
+                                 timeBase: Rational(integer(record[start + 8..<start + 12]), integer(record[start + 12..<start + 16])))
+            for target in [Rational(1, 90000), Rational(1, 1000), Rational(1001, 30000), time.timeBase] {
+                _ = time.ticks(in: target)
+            }
+            _ = time.seconds
+            if let previous {
+                precondition(!(previous < time && time < previous), "MediaTime ordering is not antisymmetric")
+                if previous == time { precondition(previous.hashValue == time.hashValue, "equal instants hash apart") }
+                _ = previous + time
+                _ = previous - time
+            }
+            for index in grids.indices { _ = grids[index].decide(time: time, isSourceKeyframe: time.ticks & 1 == 0) }
+            previous = time
+        }
+        // NAL splitting in place, from a slice that does not start at 0, as a packet's payload is read.
+        _ = H264.accessUnitNALUnits(bytes.dropFirst())
     }
 
     static func provision(_ bytes: [UInt8]) {

@@ -80,13 +80,18 @@ public struct MediaTime: Sendable, Hashable, Comparable, CustomStringConvertible
         MediaTime(ticks: lhs.ticks &- rhs.ticks(in: lhs.timeBase), timeBase: lhs.timeBase)
     }
 
-    /// Exact across time bases: a·n₁/d₁ against b·n₂/d₂ by cross-multiplying in 128 bits.
+    /// Exact across time bases: a·n₁/d₁ against b·n₂/d₂ by cross-multiplying in 128 bits. A time
+    /// with an invalid base (zero or negative, from a damaged source) is the instant 0, as rescaling
+    /// makes it, so ordering, equality and hashing agree for every input.
     public static func < (lhs: MediaTime, rhs: MediaTime) -> Bool {
+        guard lhs.timeBase.isValid, rhs.timeBase.isValid else { return lhs.orZero < rhs.orZero }
         if lhs.timeBase == rhs.timeBase { return lhs.ticks < rhs.ticks }
         let left = lhs.ticks.multipliedFullWidth(by: Int64(lhs.timeBase.numerator) * Int64(rhs.timeBase.denominator))
         let right = rhs.ticks.multipliedFullWidth(by: Int64(rhs.timeBase.numerator) * Int64(lhs.timeBase.denominator))
         return left.high != right.high ? left.high < right.high : left.low < right.low
     }
+
+    private var orZero: MediaTime { timeBase.isValid ? self : .zero(Rational(1, 1)) }
 
     /// Equal instants, whatever their time bases.
     public static func == (lhs: MediaTime, rhs: MediaTime) -> Bool { !(lhs < rhs) && !(rhs < lhs) }

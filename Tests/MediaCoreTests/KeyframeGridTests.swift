@@ -114,6 +114,11 @@ import Testing
         #expect(Set([a, b]).count == 1)
         #expect(a < MediaTime(ticks: 34, timeBase: Rational(1, 1000)))
         #expect(MediaTime(ticks: -1, timeBase: Rational(1, 1)) < .zero(Rational(1, 90000)))
+        // A damaged time base is the instant 0 everywhere, so ordering and hashing stay consistent.
+        let damaged = MediaTime(ticks: -90000, timeBase: Rational(1, -90000))
+        #expect(damaged == .zero(Rational(1, 90000)))
+        #expect(damaged.hashValue == MediaTime.zero(Rational(1, 1000)).hashValue)
+        #expect(damaged < MediaTime(ticks: 1, timeBase: Rational(1, 1)))
         #expect((a + b).ticks == 6006)
         #expect((a - b).ticks == 0)
     }
