@@ -145,9 +145,8 @@ public final class LiveNode: PublishPolicy, Sendable {
                 return .refuse(status: 403, reason: "\(request.path) already has a publisher")
             }
             let sps = request.description.media.first(where: \.isH264)?.spropSPS.flatMap({ H264SPS($0) })
-            if let sps, sps.width * sps.height > job.maximumDecodedPixels {
-                return .refuse(status: 415, reason: "\(request.path): picture \(sps.width)x\(sps.height) is more than 4 times the top variant's "
-                                   + "\(ladder.top.width)x\(ladder.top.height); publish at most \(job.maximumDecodedPixels) pixels")
+            if let sps, let refusal = Self.oversizeRefusal(path: request.path, width: sps.width, height: sps.height, ladder: ladder, job: job) {
+                return .refuse(status: 415, reason: refusal)
             }
             // Publishing validation has already required an H.264 track.
             let topPassesThrough = sps.map {
@@ -166,6 +165,15 @@ public final class LiveNode: PublishPolicy, Sendable {
             return .refuse(status: 404, reason: "\(request.path) is not provisioned")
         }
         return .accept(RelaySink(stream: registry.stream(request.path)))
+    }
+}
+
+extension LiveNode {
+    /// A publisher's picture the job will not decode: more than 4 times its top's area.
+    static func oversizeRefusal(path: String, width: Int, height: Int, ladder: Ladder, job: LiveLadderJob) -> String? {
+        guard width * height > job.maximumDecodedPixels else { return nil }
+        return "\(path): picture \(width)x\(height) is more than 4 times the top variant's "
+            + "\(ladder.top.width)x\(ladder.top.height); publish at most \(job.maximumDecodedPixels) pixels"
     }
 }
 
@@ -209,6 +217,11 @@ final class JobPublishSink: PublishSink {
 
     func publisherEnded(reason: String) {
         source.withLock { $0 }?.end()
+    }
+
+    /// The same limit the ANNOUNCE was held to, for an SPS that arrives in the stream.
+    func refusal(of format: VideoFormat) -> String? {
+        LiveNode.oversizeRefusal(path: request.path, width: format.width, height: format.height, ladder: job.ladder, job: job)
     }
 }
 

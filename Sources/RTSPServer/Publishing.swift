@@ -13,6 +13,13 @@ public protocol PublishSink: AnyObject, Sendable {
     func receiveNotification(name: String, value: String)
     /// The publisher is gone: TEARDOWN, connection closed, or session timeout.
     func publisherEnded(reason: String)
+    /// Whether a format first seen in-band (a new SPS in the stream, not in the ANNOUNCE) may go
+    /// on: nil, or why this publish must stop. Asked before any media of that format is received.
+    func refusal(of format: VideoFormat) -> String?
+}
+
+extension PublishSink {
+    public func refusal(of format: VideoFormat) -> String? { nil }
 }
 
 public struct PublishRequest: Sendable {

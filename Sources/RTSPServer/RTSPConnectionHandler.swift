@@ -87,7 +87,7 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
                     context.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in }
                 }
             case let .interleaved(channel, payload):
-                receiveInterleaved(channel: channel, payload: payload)
+                receiveInterleaved(context: context, channel: channel, payload: payload)
             case .response:
                 break  // answers to our own requests (none on the server side) are ignored
             }
@@ -137,13 +137,16 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
         context.writeAndFlush(wrapOutboundOut(out), promise: nil)
     }
 
-    private func receiveInterleaved(channel: UInt8, payload: ByteBuffer) {
+    private func receiveInterleaved(context: ChannelHandlerContext, channel: UInt8, payload: ByteBuffer) {
         for id in ownedSessions {
             guard let session = server.sessions.session(id), let (track, isRTCP) = session.track(forChannel: channel) else { continue }
             if isRTCP {
                 session.touch()
-            } else {
-                session.receiveRTP(payload, track: track)
+            } else if let refusal = session.receiveRTP(payload, track: track, maximumPixels: server.configuration.maximumPublishPixels) {
+                // The publisher switched to a picture the node refuses: its publish ends, and so does the connection.
+                logger.warning("publish stopped: \(refusal)", metadata: ["stream.guid": "\(session.path)"])
+                session.end(reason: refusal, registry: server.registry)
+                context.close(promise: nil)
             }
             return
         }

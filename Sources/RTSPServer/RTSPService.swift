@@ -216,8 +216,9 @@ public final class RTSPService: Sendable {
         guard let route = sessions.route(from: envelope.remoteAddress.routeKey) else { return }
         if route.isRTCP {
             route.session.touch()
-        } else {
-            route.session.receiveRTP(envelope.data, track: route.track)
+        } else if let refusal = route.session.receiveRTP(envelope.data, track: route.track, maximumPixels: configuration.maximumPublishPixels) {
+            logger.warning("publish stopped: \(refusal)", metadata: ["stream.guid": "\(route.session.path)"])
+            route.session.end(reason: refusal, registry: registry)
         }
     }
 

@@ -68,8 +68,12 @@ final class ServerSession: Sendable {
     }
 
     /// Runs one RTP packet from the publisher through its track and hands what completes to the sink.
-    func receiveRTP(_ buffer: ByteBuffer, track index: Int) {
-        guard let packet = try? RTPPacket(parsing: buffer) else { return }
+    /// Returns why the publish must stop when the stream's own parameter sets announce a picture
+    /// the node does not take (the ANNOUNCE's were checked before): larger than `maximumPixels`, or
+    /// refused by the sink. The caller ends the session; nothing of that format reaches the sink.
+    func receiveRTP(_ buffer: ByteBuffer, track index: Int, maximumPixels: Int) -> String? {
+        guard let packet = try? RTPPacket(parsing: buffer) else { return nil }
+        var newFormat: VideoFormat?
         var videoOut: [(H264AccessUnit, Int64, VideoFormat)] = []
         var audioOut: [([UInt8], Int64, AudioFormat)] = []
         let sink: (any PublishSink)? = state.withLock { state in
@@ -90,7 +94,10 @@ final class ServerSession: Sendable {
                     let units = depacketizer.push(ready, lostBefore: lost)
                     if let sps = depacketizer.sps, let pps = depacketizer.pps,
                        track.videoFormat?.sps != sps || track.videoFormat?.pps != pps {
-                        track.videoFormat = VideoFormat(sps: sps, pps: pps, frameRate: track.media.frameRate) ?? track.videoFormat
+                        if let format = VideoFormat(sps: sps, pps: pps, frameRate: track.media.frameRate) {
+                            track.videoFormat = format
+                            newFormat = format
+                        }
                     }
                     for unit in units {
                         let ticks = track.unwrap(unit.timestamp, startTicks: Int64(sinceStart * 90000))
@@ -110,9 +117,16 @@ final class ServerSession: Sendable {
             state.tracks[index] = track
             return state.sink
         }
-        guard let sink else { return }
+        guard let sink else { return nil }
+        if let format = newFormat {
+            if format.width * format.height > maximumPixels {
+                return "\(path): the stream's SPS announces a \(format.width)x\(format.height) picture, larger than the node's limit of \(maximumPixels) pixels"
+            }
+            if let refusal = sink.refusal(of: format) { return refusal }
+        }
         for (unit, ticks, format) in videoOut { sink.receiveVideo(unit, ticks: ticks, format: format) }
         for (frame, ticks, format) in audioOut { sink.receiveAudio(frame, ticks: ticks, format: format) }
+        return nil
     }
 
     /// RTCP receiver reports for a publisher, one per track with its transport, when due.

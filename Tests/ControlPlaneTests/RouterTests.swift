@@ -341,6 +341,8 @@ func badTokens() async throws -> [(String, String)] {
                 #expect(samples["abr_worker_players{level=\"3\"}"] == 0)
                 #expect(samples["abr_worker_variant_shed{level=\"3\"}"] == 0)
                 #expect(samples["abr_worker_variant_shed_frames{level=\"3\"}"] == 0)
+                #expect(samples["abr_worker_variant_segment_write_failures{level=\"3\"}"] == 0)
+                #expect(samples["abr_worker_notifications_refused"] == 0)
                 // Bounded labels: never a stream id.
                 #expect(!samples.keys.contains { $0.contains("live/") })
             }
@@ -420,6 +422,8 @@ enum PrometheusText {
         #expect(kept.count <= Int(LiveLadderJob.notificationBurst) + 2, "kept \(kept.count) of 501")
         #expect(job.status.notificationsRefused >= 500 - Int(LiveLadderJob.notificationBurst) - 2)
         #expect(test.plane.jobView("live/stream1")?.notificationsRefused == job.status.notificationsRefused, "the API shows the count")
+        let samples = try PrometheusText.parse(test.plane.metricsExposition())
+        #expect(samples["abr_worker_notifications_refused"] == Double(job.status.notificationsRefused), "and so do the metrics")
         #expect(test.plane.jobView("live/stream1")?.variants.allSatisfy { $0.segmentWriteFailures == 0 } == true)
     }
 

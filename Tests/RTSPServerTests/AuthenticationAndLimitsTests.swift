@@ -66,16 +66,21 @@ import TestSupport
         #expect(late.startPublishing(node.url("live/stream1_1"), authorization: RawRTSPClient.basic("user", "pass")).statuses == [200, 200, 200])
     }
 
-    /// A picture far larger than the ladder's top is refused at ANNOUNCE, before any decoder is
-    /// opened for it; a node-wide limit applies to relayed streams too.
-    @Test func oversizedPicturesAreRefusedAtAnnounce() throws {
+    /// The SPS and PPS of a 4096×2160 picture, made by x264.
+    static func oversizedParameterSets() throws -> (sps: [UInt8], pps: [UInt8]) {
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("big-\(UUID().uuidString.prefix(8)).h264").path
         defer { try? FileManager.default.removeItem(atPath: work) }
         let made = try runProcess("ffmpeg", ["-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi", "-i", "color=size=4096x2160:duration=0.04",
                                              "-c:v", "libx264", "-preset", "ultrafast", "-f", "h264", work])
         try #require(made.status == 0, "\(made.stderr)")
         let units = H264.annexBUnits(Array(try Data(contentsOf: URL(fileURLWithPath: work))))
-        let sps = try #require(units.first { ($0.first ?? 0) & 0x1F == 7 })
+        return (Array(try #require(units.first { ($0.first ?? 0) & 0x1F == 7 })), Array(try #require(units.first { ($0.first ?? 0) & 0x1F == 8 })))
+    }
+
+    /// A picture far larger than the ladder's top is refused at ANNOUNCE, before any decoder is
+    /// opened for it; a node-wide limit applies to relayed streams too.
+    @Test func oversizedPicturesAreRefusedAtAnnounce() throws {
+        let sps = try Self.oversizedParameterSets().sps
         let sdp = RawRTSPClient.videoSDP + "a=fmtp:96 packetization-mode=1;sprop-parameter-sets=\(Data(sps).base64EncodedString())\r\n"
 
         let node = try LiveTestNode()
@@ -86,6 +91,28 @@ import TestSupport
         let relay = try TestNode(configure: { $0.maximumPublishPixels = 1920 * 1080 })
         let tooBig = try RawRTSPClient(port: relay.port).announce(relay.url("live/big_1"), sdp: sdp)
         #expect(tooBig.hasPrefix("RTSP/1.0 415") && tooBig.contains("larger than the node's limit"), "\(tooBig)")
+    }
+
+    /// An SPS that arrives in the stream instead of the ANNOUNCE is held to the same limit: the
+    /// publish stops and its connection closes before any of it reaches the job, and the stream
+    /// is free for the next publisher.
+    @Test func anOversizedPictureAnnouncedInBandStopsThePublish() throws {
+        let (sps, pps) = try Self.oversizedParameterSets()
+
+        let node = try LiveTestNode()
+        let publisher = try RawRTSPClient(port: node.port)
+        // The ANNOUNCE carries no parameter sets, so nothing can be checked before RECORD.
+        #expect(publisher.startPublishing(node.url("live/stream1_1"), authorization: RawRTSPClient.basic("user", "pass")).statuses == [200, 200, 200])
+        for (sequence, unit) in [sps, pps, [0x65, 0x88, 0x84, 0x00]].enumerated() {
+            let rtp: [UInt8] = [0x80, sequence == 2 ? 0xE0 : 0x60, 0, UInt8(sequence), 0, 0, 0x10, 0, 0, 0, 0, 1] + unit
+            _ = publisher.send([0x24, 0, UInt8(rtp.count >> 8), UInt8(rtp.count & 0xFF)] + rtp)
+        }
+        publisher.send("OPTIONS \(node.url("live/stream1_1")) RTSP/1.0\r\nCSeq: 9\r\n\r\n")
+        #expect(publisher.status() == nil, "the connection should be closed")
+        #expect(node.node.job("live/stream1")?.state == .waitingForPublisher)
+
+        let next = try RawRTSPClient(port: node.port)
+        #expect(next.startPublishing(node.url("live/stream1_1"), authorization: RawRTSPClient.basic("user", "pass")).statuses == [200, 200, 200])
     }
 
     /// An origin that answers with an empty `Session:` fails that push attempt (counted, retried),
