@@ -7,7 +7,8 @@
 #
 #   Benchmarks/live-vs-ffmpeg.sh [N...]     (default: 1 2 4; ./abr bench live runs it)
 #
-# Environment: SECONDS_PER_RUN (default 60: 25 s warm-up, then the measured window). Drops and shed
+# Environment: NODE_ARGS (extra `serve` arguments, e.g. --no-load-shedding), SECONDS_PER_RUN
+# (default 60: 25 s warm-up, then the measured window). Drops and shed
 # frames are counted in the measured window; latency percentiles cover the node's last 1000
 # pictures per rung (about 33 s), so mostly the window too.
 # Everything runs on loopback and stops by itself. Compare ratios, not absolute figures.
@@ -83,8 +84,9 @@ for n in "${counts[@]}"; do
   for i in $(seq 1 "$n"); do arguments+=(--provision "$(provision "$i")"); done
   rtsp_port=18854
   http_port=18855
+  # shellcheck disable=SC2086 # NODE_ARGS is a list of arguments
   "$worker" serve --rtsp-port "$rtsp_port" --http-port "$http_port" --data-dir "$work/data" --status-interval 0 \
-    "${arguments[@]}" >"$work/node.log" 2>&1 &
+    "${arguments[@]}" ${NODE_ARGS:-} >"$work/node.log" 2>&1 &
   node=$!
   sleep 3
   publishers=()
