@@ -7,7 +7,10 @@
 #
 #   Benchmarks/live-vs-ffmpeg.sh [N...]     (default: 1 2 4; ./abr bench live runs it)
 #
-# Environment: NODE_ARGS (extra `serve` arguments, e.g. --no-load-shedding), SECONDS_PER_RUN
+# Publishers (and ffmpeg processes) start 2/N s apart, so their keyframes (2 s GOP) fall at
+# different moments, as independent publishers' do; ALIGNED=1 starts them together instead.
+#
+# Environment: NODE_ARGS (extra `serve` arguments, e.g. --no-load-shedding), ALIGNED, SECONDS_PER_RUN
 # (default 60: 25 s warm-up, then the measured window). Drops and shed
 # frames are counted in the measured window; latency percentiles cover the node's last 1000
 # pictures per rung (about 33 s), so mostly the window too.
@@ -76,6 +79,11 @@ while True:
 PY
 }
 
+# Pause between starting one stream and the next: a GOP divided among the streams.
+stagger() { # n
+  [ "${ALIGNED:-0}" = 1 ] || sleep "$(python3 -c "print(2 / $1)")"
+}
+
 results=()
 for n in "${counts[@]}"; do
   echo "== N=$n: abr-worker serve" >&2
@@ -84,9 +92,11 @@ for n in "${counts[@]}"; do
   for i in $(seq 1 "$n"); do arguments+=(--provision "$(provision "$i")"); done
   rtsp_port=18854
   http_port=18855
+  # Admission would refuse the publishers that do not fit (it measures the running jobs), and
+  # this measures what happens when they all come: admission counting 1000 cores takes them all.
   # shellcheck disable=SC2086 # NODE_ARGS is a list of arguments
   "$worker" serve --rtsp-port "$rtsp_port" --http-port "$http_port" --data-dir "$work/data" --status-interval 0 \
-    "${arguments[@]}" ${NODE_ARGS:-} >"$work/node.log" 2>&1 &
+    --capacity-cores 1000 "${arguments[@]}" ${NODE_ARGS:-} >"$work/node.log" 2>&1 &
   node=$!
   sleep 3
   publishers=()
@@ -94,6 +104,7 @@ for n in "${counts[@]}"; do
     ffmpeg -hide_banner -loglevel error -re -stream_loop -1 -i "$clip" -t "$run_seconds" -c copy -f rtsp -rtsp_transport tcp \
       "rtsp://127.0.0.1:$rtsp_port/live/bench${i}_1" </dev/null >/dev/null 2>&1 &
     publishers+=($!)
+    stagger "$n"
   done
   sleep "$warmup"
   jobs_before=$(curl -s --max-time 5 "http://127.0.0.1:$http_port/v1/jobs" || echo '[]')
@@ -140,6 +151,7 @@ PY
       -map "[v2]" -map 0:a -c:a copy "${x264[@]}" -b:v 1000k -maxrate 1000k -bufsize 1000k -f null - \
       -map "[v3]" -map 0:a -c:a copy "${x264[@]}" -b:v 600k -maxrate 600k -bufsize 600k -f null - </dev/null >/dev/null 2>&1 &
     ffmpegs+=($!)
+    stagger "$n"
   done
   sleep "$warmup"
   before=$(cpu_ticks "${ffmpegs[@]}")
