@@ -29,7 +29,8 @@ public struct KeyframeGrid: Sendable {
     /// The first frame's time; the grid counts in its time base from then on.
     private var origin: MediaTime?
     private var nextGridTicks: Int64 = 0
-    private var segmentStart: MediaTime?
+    /// Follow-source mode: where the open segment started, in the origin's time base.
+    private var segmentStartTicks: Int64 = 0
     private var intervalTicks: Int64 = 1
     private var minimumSegmentTicks: Int64 = 0
     private var toleranceTicks: Int64 = 0
@@ -52,22 +53,20 @@ public struct KeyframeGrid: Sendable {
         case .followSource:
             // The very first frame is kept as a keyframe even if the source starts mid-GOP:
             // encoded variants need an IDR to start, and the passthrough top waits for one anyway.
-            let starts = isSourceKeyframe
-                && ticks &- (segmentStart ?? origin).ticks(in: origin.timeBase) >= minimumSegmentTicks &- toleranceTicks
-            if starts { segmentStart = time }
+            let starts = isSourceKeyframe && ticks &- segmentStartTicks >= minimumSegmentTicks &- toleranceTicks
+            if starts { segmentStartTicks = ticks }
             return Decision(isKeyframe: isSourceKeyframe, startsSegment: starts)
         case .interval:
             let relative = ticks &- origin.ticks
             guard relative >= nextGridTicks &- toleranceTicks else { return .none }
             nextGridTicks = ((relative &+ toleranceTicks) / intervalTicks &+ 1) &* intervalTicks
-            segmentStart = time
             return Decision(isKeyframe: true, startsSegment: true)
         }
     }
 
     private mutating func start(at time: MediaTime) {
         origin = time
-        segmentStart = time
+        segmentStartTicks = time.ticks
         let base = time.timeBase
         toleranceTicks = MediaTime(seconds: Self.tolerance, timeBase: base).ticks
         switch mode {
@@ -82,6 +81,5 @@ public struct KeyframeGrid: Sendable {
     /// Makes the next frame a keyframe that starts a segment, e.g. after a publisher resumes.
     public mutating func forceNextKeyframe() {
         origin = nil
-        segmentStart = nil
     }
 }

@@ -13,20 +13,20 @@ enum LadderHints {
     }
 
     /// - Parameters:
-    ///   - measured: a variant's measurement; nil or a zero average (no segment yet) makes its
-    ///     declared bit rate stand in, so hints exist from a live job's first second.
-    ///   - passthrough: the level whose pictures are the source's own, if any.
+    ///   - passthroughLevel: the level whose pictures are the source's own, if any.
+    ///   - measurements: by level; a missing one or a zero average (no segment yet) makes the
+    ///     variant's declared bit rate stand in, so hints exist from a live job's first second.
     static func make(ladder: Ladder, frameRate: Double, keyframeInterval: Double, passthroughLevel: Int?,
-                     measured: (Variant) -> Measurement?) -> BandwidthHints {
+                     measurements: [Int: Measurement]) -> BandwidthHints {
         let variants = ladder.variants.map { variant -> BandwidthHints.VariantHint in
-            let measurement = measured(variant).flatMap { $0.averageBitRate > 0 ? $0 : nil }
-            let codecs = measured(variant)?.codecs ?? ""
+            let codecs = measurements[variant.level]?.codecs ?? ""
+            let measured = measurements[variant.level].flatMap { $0.averageBitRate > 0 ? $0 : nil }
             return BandwidthHints.VariantHint(
                 streamGuid: variant.streamGuid, abrLevel: variant.level, width: variant.width, height: variant.height,
                 frameRate: (frameRate * 1000).rounded() / 1000, codecs: codecs.isEmpty ? defaultCodecs : codecs,
-                declaredBitRate: variant.bitRate, averageBitRate: measurement?.averageBitRate ?? variant.bitRate,
+                declaredBitRate: variant.bitRate, averageBitRate: measured?.averageBitRate ?? variant.bitRate,
                 // A peak below the average would only be a short stream's artefact.
-                peakBitRate: measurement.map { max($0.peakBitRate, $0.averageBitRate) } ?? variant.bitRate,
+                peakBitRate: measured.map { max($0.peakBitRate, $0.averageBitRate) } ?? variant.bitRate,
                 passthrough: variant.level == passthroughLevel)
         }
         return BandwidthHints(streamGuid: ladder.streamGuid, keyframeInterval: keyframeInterval, variants: variants)

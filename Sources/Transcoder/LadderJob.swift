@@ -184,27 +184,27 @@ public final class LadderJob {
                               keyframeInterval: Double, decoderThreads: Int, wall: Double) throws -> TranscodeReport {
         let targetDuration = Double(HLSMediaPlaylist.targetDuration(for: pipelines.flatMap { $0.output.segments.map(\.duration) }))
         var variantReports: [TranscodeReport.VariantReport] = []
+        var measurements: [Int: LadderHints.Measurement] = [:]
         for pipeline in pipelines {
             let variant = pipeline.variant
             let output = pipeline.output
             let statistics = pipeline.statistics
+            // The peak over the ladder's common target duration: what HLS's BANDWIDTH means.
+            let measurement = LadderHints.Measurement(codecs: output.codecs, averageBitRate: output.meter.averageBitRate,
+                                                      peakBitRate: output.meter.peakBitRate(targetDuration: targetDuration))
+            measurements[variant.level] = measurement
             variantReports.append(TranscodeReport.VariantReport(
                 streamGuid: variant.streamGuid, abrLevel: variant.level, width: variant.width, height: variant.height,
                 frames: output.frames, keyframes: output.keyframes, droppedFrames: statistics.dropped,
-                passthrough: pipeline.isPassthrough, averageBitRate: output.meter.averageBitRate,
-                peakBitRate: output.meter.peakBitRate(targetDuration: targetDuration), videoBitRate: output.videoBitRate,
+                passthrough: pipeline.isPassthrough, averageBitRate: measurement.averageBitRate,
+                peakBitRate: measurement.peakBitRate, videoBitRate: output.videoBitRate,
                 declaredBitRate: variant.bitRate,
                 encodeFps: statistics.busySeconds > 0 ? (Double(output.frames) / statistics.busySeconds * 10).rounded() / 10 : 0,
                 segments: output.segments.count, codecs: output.codecs))
         }
-        // The peak over the ladder's common target duration: what HLS's BANDWIDTH means.
-        let outputs = Dictionary(pipelines.map { ($0.variant.level, $0.output) }, uniquingKeysWith: { first, _ in first })
         let bandwidthHints = LadderHints.make(ladder: ladder, frameRate: frameRate, keyframeInterval: keyframeInterval,
-                                              passthroughLevel: pipelines.first { $0.isPassthrough }?.variant.level) { variant in
-            outputs[variant.level].map {
-                .init(codecs: $0.codecs, averageBitRate: $0.meter.averageBitRate, peakBitRate: $0.meter.peakBitRate(targetDuration: targetDuration))
-            }
-        }
+                                              passthroughLevel: pipelines.first { $0.isPassthrough }?.variant.level,
+                                              measurements: measurements)
         try LadderHints.write(bandwidthHints, ladder: ladder, master: directory.staging.appendingPathComponent("hls/master.m3u8"),
                               hintsFile: directory.staging.appendingPathComponent("abr.json"))
 

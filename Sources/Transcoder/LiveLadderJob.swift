@@ -444,11 +444,12 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
 
     private func makeHints(_ pipelines: [VariantPipeline]) -> BandwidthHints {
         let frameRate = withShared { $0.sourceFormat?.frameRate } ?? outputFrameRate.load(ordering: .relaxed)
-        let statistics = Dictionary(pipelines.map { ($0.variant.level, $0.statistics) }, uniquingKeysWith: { first, _ in first })
+        let measurements = Dictionary(pipelines.map { pipeline in
+            let s = pipeline.statistics
+            return (pipeline.variant.level, LadderHints.Measurement(codecs: s.codecs, averageBitRate: s.averageBitRate, peakBitRate: s.peakBitRate))
+        }, uniquingKeysWith: { first, _ in first })
         return LadderHints.make(ladder: ladder, frameRate: frameRate, keyframeInterval: options.keyframeInterval,
-                                passthroughLevel: pipelines.first { $0.isPassthrough }?.variant.level) { variant in
-            statistics[variant.level].map { .init(codecs: $0.codecs, averageBitRate: $0.averageBitRate, peakBitRate: $0.peakBitRate) }
-        }
+                                passthroughLevel: pipelines.first { $0.isPassthrough }?.variant.level, measurements: measurements)
     }
 
     private func addEvent(_ kind: String, _ detail: String) {

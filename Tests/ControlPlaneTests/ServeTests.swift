@@ -18,6 +18,26 @@ import TestSupport
                                   "-c", "copy", "-f", "rtsp", "-rtsp_transport", "tcp", url], timeout: Double(seconds) + 60)
     }
 
+    /// ffmpeg publishing the bundled clip in the background (looped for `seconds` when `loop`); stop it with SIGINT.
+    static func startPublishing(_ url: String, seconds: Int, loop: Bool = false) throws -> Process {
+        let publisher = Process()
+        publisher.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
+        publisher.arguments = ["-hide_banner", "-loglevel", "error", "-re"] + (loop ? ["-stream_loop", "-1"] : [])
+            + ["-i", fixture("720p30-h264-aac.mp4"), "-t", "\(seconds)", "-c", "copy", "-f", "rtsp", "-rtsp_transport", "tcp", url]
+        publisher.standardError = FileHandle.nullDevice
+        try publisher.run()
+        return publisher
+    }
+
+    /// Plays `url` over RTSP/TCP for `seconds` into `file` (stream copy), and checks the picture size.
+    static func play(_ url: String, seconds: Int, into file: URL, width: Int, height: Int) throws {
+        let player = try runProcess("ffmpeg", ["-hide_banner", "-loglevel", "error", "-rtsp_transport", "tcp", "-i", url,
+                                               "-t", "\(seconds)", "-c", "copy", "-y", file.path], timeout: 60)
+        #expect(player.status == 0, "\(player.stderr)")
+        let stream = try MediaProbe.videoStream(file.path)
+        #expect(stream.width == width && stream.height == height)
+    }
+
     /// The seed's Stream Manager 2.0 flow: login, provision, publish, play a lower variant,
     /// read the hints, delete; with the job's events followed over SSE across an interruption.
     @Test func streamManager2FlowWithEventsAcrossAnInterruption() throws {
@@ -47,19 +67,10 @@ import TestSupport
         #expect(node.waitFor(timeout: 15) { node.jobState("live/stream1") == "interrupted" })
 
         // Resume, and meanwhile play the lowest variant over RTSP.
-        let publisher = Process()
-        publisher.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
-        publisher.arguments = ["-hide_banner", "-loglevel", "error", "-re", "-i", fixture("720p30-h264-aac.mp4"), "-t", "10", "-c", "copy",
-                               "-f", "rtsp", "-rtsp_transport", "tcp", "\(node.rtspBase)/live/stream1_1"]
-        try publisher.run()
+        let publisher = try Self.startPublishing("\(node.rtspBase)/live/stream1_1", seconds: 10)
         defer { stopProcess(publisher, signal: SIGINT) }
         #expect(node.waitFor(timeout: 15) { node.jobState("live/stream1") == "running" })
-        let played = scratch.appendingPathComponent("stream1_3.mp4")
-        let player = try runProcess("ffmpeg", ["-hide_banner", "-loglevel", "error", "-rtsp_transport", "tcp", "-i", "\(node.rtspBase)/live/stream1_3",
-                                               "-t", "3", "-c", "copy", "-y", played.path], timeout: 60)
-        #expect(player.status == 0, "\(player.stderr)")
-        let stream = try MediaProbe.videoStream(played.path)
-        #expect(stream.width == 640 && stream.height == 360)
+        try Self.play("\(node.rtspBase)/live/stream1_3", seconds: 3, into: scratch.appendingPathComponent("stream1_3.mp4"), width: 640, height: 360)
 
         let job = try #require(try node.http("GET", "/v1/jobs/live/stream1").json as? [String: Any])
         let publisherView = try #require(job["publisher"] as? [String: Any])
@@ -159,13 +170,8 @@ import TestSupport
                                     arguments: ["--load-shedding", "--preset", "placebo", "--provision", fixture("provisions/sm2-3-level.json")],
                                     environment: Self.credentials)
         defer { node.stop() }
-        let publisher = Process()
-        publisher.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
-        publisher.arguments = ["-hide_banner", "-loglevel", "error", "-re", "-stream_loop", "-1", "-i", fixture("720p30-h264-aac.mp4"),
-                               "-t", "60", "-c", "copy", "-f", "rtsp", "-rtsp_transport", "tcp",
-                               node.rtspBase.replacingOccurrences(of: "rtsp://", with: "rtsp://user:pass@") + "/live/stream1_1"]
-        publisher.standardError = FileHandle.nullDevice
-        try publisher.run()
+        let publisher = try Self.startPublishing(node.rtspBase.replacingOccurrences(of: "rtsp://", with: "rtsp://user:pass@") + "/live/stream1_1",
+                                                 seconds: 60, loop: true)
         defer { stopProcess(publisher, signal: SIGINT) }
 
         func variants() -> [[String: Any]] {
@@ -187,11 +193,7 @@ import TestSupport
         // A player of the top gets real-time pictures while the node is over capacity.
         let framesBefore = level(1)?["framesOut"] as? Int ?? 0
         let played = scratch.appendingPathComponent("top.mp4")
-        let player = try runProcess("ffmpeg", ["-hide_banner", "-loglevel", "error", "-rtsp_transport", "tcp", "-i", "\(node.rtspBase)/live/stream1_1",
-                                               "-t", "4", "-c", "copy", "-y", played.path], timeout: 60)
-        #expect(player.status == 0, "\(player.stderr)")
-        let stream = try MediaProbe.videoStream(played.path)
-        #expect(stream.width == 1280 && stream.height == 720)
+        try Self.play("\(node.rtspBase)/live/stream1_1", seconds: 4, into: played, width: 1280, height: 720)
         #expect(try MediaProbe.decodedFrameCount(played.path) >= 90, "a player of the top stalled")
         #expect((level(1)?["framesOut"] as? Int ?? 0) - framesBefore >= 90)
         #expect(level(1)?["droppedFrames"] as? Int == 0)
