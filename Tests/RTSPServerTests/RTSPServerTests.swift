@@ -39,10 +39,8 @@ import Testing
         let ffmpegPlayed = try play(node.url("live/gst_1"), transport: "tcp", seconds: 2)
         #expect(ffmpegPlayed.stream.width == 640 && ffmpegPlayed.stream.height == 360)
         for protocols in ["tcp", "udp"] {
-            let result = try runProcess("gst-launch-1.0", ["-q", "rtspsrc", "location=\(node.url("live/gst_1"))", "protocols=\(protocols)",
-                                                           "!", "rtph264depay", "!", "h264parse", "!", "avdec_h264", "!",
-                                                           "fakesink", "num-buffers=45", "sync=false"], timeout: 20)
-            #expect(result.status == 0, "rtspsrc over \(protocols): \(result.stderr)")
+            let playback = try playWithRTSPSource(node.url("live/gst_1"), protocols: protocols, pictures: 45, timeout: 20)
+            #expect(playback.played(45), "rtspsrc over \(protocols): \(playback.summary)")
         }
     }
 
