@@ -10,7 +10,9 @@
 # Publishers (and ffmpeg processes) start 2/N s apart, so their keyframes (2 s GOP) fall at
 # different moments, as independent publishers' do; ALIGNED=1 starts them together instead.
 #
-# Environment: NODE_ARGS (extra `serve` arguments, e.g. --no-load-shedding), ALIGNED, SECONDS_PER_RUN
+# Environment: NODE_ARGS (extra `serve` arguments, e.g. --no-load-shedding), WORKER (an abr-worker
+# binary to measure instead of building this tree's, for before/after runs), REPEAT (runs per N,
+# default 1; with more, medians per N follow the table), ALIGNED, SECONDS_PER_RUN
 # (default 60: 25 s warm-up, then the measured window). Drops and shed
 # frames are counted in the measured window; latency percentiles cover the node's last 1000
 # pictures per rung (about 33 s), so mostly the window too.
@@ -25,8 +27,12 @@ warmup=25
 work=Benchmarks/work/live
 mkdir -p "$work"
 
-swift build -c release --product abr-worker >/dev/null
-worker=.build/release/abr-worker
+if [ -n "${WORKER:-}" ]; then
+  worker=$WORKER
+else
+  swift build -c release --product abr-worker >/dev/null
+  worker=.build/release/abr-worker
+fi
 clip=Benchmarks/work/source-720p30-20s.mp4
 benchmark_source_clip "$clip"
 
@@ -85,7 +91,11 @@ stagger() { # n
 }
 
 results=()
-for n in "${counts[@]}"; do
+# Each N runs REPEAT times, the Ns taking turns, so a slow spell on the shared machine falls on
+# different Ns rather than all of one.
+schedule=()
+for _ in $(seq 1 "${REPEAT:-1}"); do schedule+=("${counts[@]}"); done
+for n in "${schedule[@]}"; do
   echo "== N=$n: abr-worker serve" >&2
   rm -rf "$work/data"
   arguments=()
@@ -168,17 +178,29 @@ PY
 done
 
 echo
-echo "| N | node cores/job | ffmpeg cores/job | ffmpeg/node | node drops | node shed frames | slowest rung fps | added latency p50/p99 (ms) | first frame (ms) | node RSS/job (MB) | slowest ffmpeg speed |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
-node_best=0
-ffmpeg_best=0
-for line in "${results[@]}"; do
-  read -r n cores drops shed fps p50 p99 rss first ffmpeg speed <<<"$line"
-  ratio=$(python3 -c "print(f'{$ffmpeg / $cores:.2f}' if $cores > 0 else 'nan')")
-  echo "| $n | $cores | $ffmpeg | ${ratio}× | $drops | $shed | $fps | $p50 / $p99 | $first | $rss | ${speed}× |"
-  # Sustained: nothing dropped or shed and every rung at the source's rate; ffmpeg: kept real time.
-  python3 -c "import sys; sys.exit(0 if $drops == 0 and $shed == 0 and $fps >= 29.5 else 1)" && [ "$n" -gt "$node_best" ] && node_best=$n
-  python3 -c "import sys; sys.exit(0 if '$speed' != 'nan' and float('$speed' or 0) >= 0.99 else 1)" && [ "$n" -gt "$ffmpeg_best" ] && ffmpeg_best=$n
-done
-echo
-echo "largest N in real time without drops: node $node_best, ffmpeg per stream $ffmpeg_best (of the N tried: ${counts[*]})"
+printf '%s\n' "${results[@]}" | python3 -c '
+import statistics, sys
+rows = [line.split() for line in sys.stdin if line.strip()]
+print("| N | node cores/job | ffmpeg cores/job | ffmpeg/node | node drops | node shed frames | slowest rung fps | added latency p50/p99 (ms) | first frame (ms) | node RSS/job (MB) | slowest ffmpeg speed |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+by_n = {}
+for n, cores, drops, shed, fps, p50, p99, rss, first, ffmpeg, speed in rows:
+    ratio = float(ffmpeg) / float(cores) if float(cores) > 0 else float("nan")
+    print(f"| {n} | {cores} | {ffmpeg} | {ratio:.2f}× | {drops} | {shed} | {fps} | {p50} / {p99} | {first} | {rss} | {speed}× |")
+    # Sustained: nothing dropped or shed and every rung at the source rate; ffmpeg: kept real time.
+    node_ok = int(drops) == 0 and int(shed) == 0 and float(fps) >= 29.5
+    ffmpeg_ok = speed != "nan" and float(speed or 0) >= 0.99
+    by_n.setdefault(int(n), []).append((ratio, float(p99), node_ok, ffmpeg_ok))
+if any(len(runs) > 1 for runs in by_n.values()):
+    print()
+    print("| N | runs | median ffmpeg/node | median p99 (ms) | node sustained | ffmpeg sustained |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for n, runs in sorted(by_n.items()):
+        print(f"| {n} | {len(runs)} | {statistics.median(r[0] for r in runs):.2f}× | {statistics.median(r[1] for r in runs):.0f} | "
+              f"{sum(r[2] for r in runs)} of {len(runs)} | {sum(r[3] for r in runs)} of {len(runs)} |")
+# An N counts as sustained only when every run of it was.
+node_best = max((n for n, runs in by_n.items() if all(r[2] for r in runs)), default=0)
+ffmpeg_best = max((n for n, runs in by_n.items() if all(r[3] for r in runs)), default=0)
+print()
+print(f"largest N in real time without drops in every run: node {node_best}, ffmpeg per stream {ffmpeg_best} (of the N tried: {sorted(by_n)})")
+'

@@ -56,11 +56,16 @@ final class VariantPipeline: @unchecked Sendable {
     let variant: Variant
     let isPassthrough: Bool
     private let queue: DispatchQueue
-    private let slots: DispatchSemaphore
+    /// The inbox's bound in pictures (decoded frames or passed-through packets): what memory and
+    /// lag are measured in.
+    private let pictureSlots: DispatchSemaphore
+    /// Audio packets are small and come about 1.6 times as often as pictures: they have their own
+    /// bound, so they neither eat the pictures' room nor count as the variant falling behind.
+    private let audioSlots: DispatchSemaphore
     private let policy: BackpressurePolicy
     private let state = Mutex(Statistics())
-    /// Inputs handed to the queue and not yet processed: how far behind real time the variant is.
-    private let queuedInputs = Atomic<Int>(0)
+    /// Pictures handed to the queue and not yet processed: how far behind real time the variant is.
+    private let queuedPictures = Atomic<Int>(0)
     /// Set from any thread by the node's load shedder; the ingest thread acts on it.
     private let shedRequested = Atomic<Bool>(false)
 
@@ -85,13 +90,18 @@ final class VariantPipeline: @unchecked Sendable {
         self.policy = policy
         if case .passthrough = work { isPassthrough = true } else { isPassthrough = false }
         self.queue = DispatchQueue(label: "abr.variant.\(variant.level)", qos: .userInitiated)
-        self.slots = DispatchSemaphore(value: max(1, inboxCapacity))
+        self.pictureSlots = DispatchSemaphore(value: max(1, inboxCapacity))
+        self.audioSlots = DispatchSemaphore(value: Self.audioPacketsPerPicture * max(1, inboxCapacity))
     }
 
     var statistics: Statistics { state.withLock { $0 } }
 
-    /// Frames waiting for this variant's queue.
-    var queuedFrames: Int { queuedInputs.load(ordering: .relaxed) }
+    /// Audio packets the inbox may hold per picture it may hold: AAC at 48 kHz sends about 47
+    /// packets a second against 25–30 pictures, so 4 keeps audio from being the first to run out.
+    static let audioPacketsPerPicture = 4
+
+    /// Pictures waiting for this variant's queue (audio not counted).
+    var queuedFrames: Int { queuedPictures.load(ordering: .relaxed) }
 
     /// Whether the rung is shed (asked to be, or still waiting for a keyframe to come back).
     var isShed: Bool { shedRequested.load(ordering: .relaxed) }
@@ -103,13 +113,22 @@ final class VariantPipeline: @unchecked Sendable {
     }
 
     /// Hands one input to the variant. Blocks when the inbox is full under `.block`;
-    /// under `.dropUntilKeyframe` drops it and every following frame up to the next grid IDR.
+    /// under `.dropUntilKeyframe` drops it, and after a picture every following one up to the next
+    /// grid IDR. Control inputs (format, offset, pause) carry no media and take no room.
     func submit(_ input: Input) {
         var isVideo = true
         var isKeyframe = false
+        let slots: DispatchSemaphore?
         switch input {
-        case let .frame(_, decision), let .packet(_, decision): isKeyframe = decision.isKeyframe
-        case .audio, .changeFormat, .decodeOffset, .pause: isVideo = false
+        case let .frame(_, decision), let .packet(_, decision):
+            isKeyframe = decision.isKeyframe
+            slots = pictureSlots
+        case .audio:
+            isVideo = false
+            slots = audioSlots
+        case .changeFormat, .decodeOffset, .pause:
+            isVideo = false
+            slots = nil
         }
         if case .encode = work, isVideo {
             if shedRequested.load(ordering: .relaxed) || (shedding && !isKeyframe) {
@@ -129,13 +148,13 @@ final class VariantPipeline: @unchecked Sendable {
         }
         switch policy {
         case .block:
-            slots.wait()
+            slots?.wait()
         case .dropUntilKeyframe:
             if isVideo, awaitingKeyframe, !isKeyframe {
                 state.withLock { $0.dropped += 1 }
                 return
             }
-            guard slots.wait(timeout: .now()) == .success else {
+            guard slots?.wait(timeout: .now()) ?? .success == .success else {
                 if isVideo {
                     awaitingKeyframe = true
                     state.withLock { $0.dropped += 1 }
@@ -144,12 +163,14 @@ final class VariantPipeline: @unchecked Sendable {
             }
             if isVideo { awaitingKeyframe = false }
         }
-        if isVideo { state.withLock { $0.framesIn += 1 } }
-        queuedInputs.add(1, ordering: .relaxed)
-        queue.async { [self] in
+        if isVideo {
+            state.withLock { $0.framesIn += 1 }
+            queuedPictures.add(1, ordering: .relaxed)
+        }
+        queue.async { [self, isVideo] in
             defer {
-                queuedInputs.subtract(1, ordering: .relaxed)
-                slots.signal()
+                if isVideo { queuedPictures.subtract(1, ordering: .relaxed) }
+                slots?.signal()
             }
             let started = DispatchTime.now()
             guard perform(input) else { return }
@@ -181,6 +202,10 @@ final class VariantPipeline: @unchecked Sendable {
             }
         }
     }
+
+    /// Tests hold the queue to see what the inbox admits while the variant is behind.
+    func suspendProcessingForTesting() { queue.suspend() }
+    func resumeProcessingForTesting() { queue.resume() }
 
     /// Work that bypasses the inbox (it carries no picture): runs in order after what is queued.
     private func enqueue(_ input: Input) {
