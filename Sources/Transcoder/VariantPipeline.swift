@@ -116,19 +116,10 @@ final class VariantPipeline: @unchecked Sendable {
     /// under `.dropUntilKeyframe` drops it, and after a picture every following one up to the next
     /// grid IDR. Control inputs (format, offset, pause) carry no media and take no room.
     func submit(_ input: Input) {
-        var isVideo = true
-        var isKeyframe = false
-        let slots: DispatchSemaphore?
-        switch input {
-        case let .frame(_, decision), let .packet(_, decision):
-            isKeyframe = decision.isKeyframe
-            slots = pictureSlots
-        case .audio:
-            isVideo = false
-            slots = audioSlots
-        case .changeFormat, .decodeOffset, .pause:
-            isVideo = false
-            slots = nil
+        let (isVideo, isKeyframe, slots): (Bool, Bool, DispatchSemaphore?) = switch input {
+        case let .frame(_, decision), let .packet(_, decision): (true, decision.isKeyframe, pictureSlots)
+        case .audio: (false, false, audioSlots)
+        case .changeFormat, .decodeOffset, .pause: (false, false, nil)
         }
         if case .encode = work, isVideo {
             if shedRequested.load(ordering: .relaxed) || (shedding && !isKeyframe) {
@@ -154,7 +145,7 @@ final class VariantPipeline: @unchecked Sendable {
                 state.withLock { $0.dropped += 1 }
                 return
             }
-            guard slots?.wait(timeout: .now()) ?? .success == .success else {
+            if let slots, slots.wait(timeout: .now()) == .timedOut {
                 if isVideo {
                     awaitingKeyframe = true
                     state.withLock { $0.dropped += 1 }
@@ -167,7 +158,7 @@ final class VariantPipeline: @unchecked Sendable {
             state.withLock { $0.framesIn += 1 }
             queuedPictures.add(1, ordering: .relaxed)
         }
-        queue.async { [self, isVideo] in
+        queue.async { [self] in
             defer {
                 if isVideo { queuedPictures.subtract(1, ordering: .relaxed) }
                 slots?.signal()
