@@ -95,6 +95,7 @@ public final class ControlPlane: Sendable {
             public var framesIn: Int
             public var framesOut: Int
             public var droppedFrames: Int
+            public var droppedAudioPackets: Int
             public var fps: Double
             public var averageBitRate: Int
             public var peakBitRate: Int
@@ -145,7 +146,8 @@ public final class ControlPlane: Sendable {
             return JobView.VariantView(
                 streamGuid: variant.streamGuid, abrLevel: variant.level, width: variant.width, height: variant.height,
                 declaredBitRate: variant.bitRate, passthrough: v?.passthrough ?? false, framesIn: v?.framesIn ?? 0,
-                framesOut: v?.framesOut ?? 0, droppedFrames: v?.droppedFrames ?? 0, fps: v?.fps ?? 0,
+                framesOut: v?.framesOut ?? 0, droppedFrames: v?.droppedFrames ?? 0,
+                droppedAudioPackets: v?.droppedAudioPackets ?? 0, fps: v?.fps ?? 0,
                 averageBitRate: v?.averageBitRate ?? 0, peakBitRate: v?.peakBitRate ?? 0,
                 players: registry.existingStream(variant.streamGuid)?.playerCount ?? 0,
                 latencyP50Ms: v?.latencyP50.map(roundedMilliseconds), latencyP99Ms: v?.latencyP99.map(roundedMilliseconds),

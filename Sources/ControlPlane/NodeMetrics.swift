@@ -44,6 +44,8 @@ public final class NodeMetrics: Sendable {
                 .set(to: Double(all.reduce(0) { $0 + $1.framesOut }))
             gauge("abr_worker_variant_dropped_frames", "Frames dropped by current jobs' variants at this level (encoder behind).", label)
                 .set(to: Double(all.reduce(0) { $0 + $1.droppedFrames }))
+            gauge("abr_worker_variant_dropped_audio_packets", "Audio packets dropped by current jobs' variants at this level (queue behind).", label)
+                .set(to: Double(all.reduce(0) { $0 + $1.droppedAudioPackets }))
             gauge("abr_worker_variant_shed", "Rungs at this level the node stopped encoding because it is over capacity.", label)
                 .set(to: Double(variants.filter(\.shed).count))
             gauge("abr_worker_variant_shed_frames", "Frames not encoded at this level while rungs were shed, summed over current jobs.", label)

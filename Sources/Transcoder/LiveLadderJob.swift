@@ -40,6 +40,8 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
         public var framesIn: Int
         public var framesOut: Int
         public var droppedFrames: Int
+        /// Audio packets dropped because this variant's queue was a whole audio room behind.
+        public var droppedAudioPackets: Int
         public var fps: Double
         public var averageBitRate: Int
         public var peakBitRate: Int
@@ -247,7 +249,7 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
             let s = pipeline.statistics
             return VariantStatus(streamGuid: pipeline.variant.streamGuid, abrLevel: pipeline.variant.level, width: pipeline.variant.width,
                                  height: pipeline.variant.height, passthrough: pipeline.isPassthrough, framesIn: s.framesIn,
-                                 framesOut: s.framesOut, droppedFrames: s.dropped,
+                                 framesOut: s.framesOut, droppedFrames: s.dropped, droppedAudioPackets: s.droppedAudio,
                                  fps: elapsed > 0 ? (Double(s.framesOut) / elapsed * 10).rounded() / 10 : 0,
                                  averageBitRate: s.averageBitRate, peakBitRate: s.peakBitRate,
                                  latencyP50: s.latencyP50, latencyP99: s.latencyP99, busySeconds: s.busySeconds,
@@ -271,13 +273,13 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
     // MARK: - Load shedding
 
     /// The rungs below the top that this job encodes (a passed-through or encoded top is never shed).
-    public var rungLoads: [RungLoad] {
+    public func sampleRungLoads() -> [RungLoad] {
         let encoded = pipelineSnapshot.filter { !$0.isPassthrough && $0.variant.level > 1 }
         let bottomUp = encoded.map(\.variant.level).sorted(by: >)
         return encoded.map { pipeline in
             RungLoad(rung: RungID(job: ladder.streamGuid, level: pipeline.variant.level),
                      fromBottom: bottomUp.firstIndex(of: pipeline.variant.level) ?? 0,
-                     queued: pipeline.queuedFrames, dropped: pipeline.statistics.dropped)
+                     leastQueued: pipeline.takeLeastQueuedFrames(), dropped: pipeline.statistics.dropped)
         }
     }
 

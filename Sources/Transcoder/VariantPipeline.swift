@@ -36,6 +36,8 @@ final class VariantPipeline: @unchecked Sendable {
         var framesIn = 0
         var framesOut = 0
         var dropped = 0
+        /// Audio packets turned away because the audio room was full (the queue far behind).
+        var droppedAudio = 0
         var busySeconds = 0.0
         /// Measured over the segments finished so far.
         var averageBitRate = 0
@@ -66,6 +68,9 @@ final class VariantPipeline: @unchecked Sendable {
     private let state = Mutex(Statistics())
     /// Pictures handed to the queue and not yet processed: how far behind real time the variant is.
     private let queuedPictures = Atomic<Int>(0)
+    /// The fewest pictures queued since the shedder last looked: a rung that keeps up empties its
+    /// inbox now and then, one that is behind never does. A sampled depth would see bursts too.
+    private let leastQueuedPictures = Atomic<Int>(0)
     /// Set from any thread by the node's load shedder; the ingest thread acts on it.
     private let shedRequested = Atomic<Bool>(false)
 
@@ -102,6 +107,12 @@ final class VariantPipeline: @unchecked Sendable {
 
     /// Pictures waiting for this variant's queue (audio not counted).
     var queuedFrames: Int { queuedPictures.load(ordering: .relaxed) }
+
+    /// The fewest pictures queued since the last call (the current count on the first), and starts
+    /// a new interval from the current count.
+    func takeLeastQueuedFrames() -> Int {
+        leastQueuedPictures.exchange(queuedPictures.load(ordering: .relaxed), ordering: .relaxed)
+    }
 
     /// Whether the rung is shed (asked to be, or still waiting for a keyframe to come back).
     var isShed: Bool { shedRequested.load(ordering: .relaxed) }
@@ -149,6 +160,8 @@ final class VariantPipeline: @unchecked Sendable {
                 if isVideo {
                     awaitingKeyframe = true
                     state.withLock { $0.dropped += 1 }
+                } else {
+                    state.withLock { $0.droppedAudio += 1 }
                 }
                 return
             }
@@ -160,7 +173,10 @@ final class VariantPipeline: @unchecked Sendable {
         }
         queue.async { [self] in
             defer {
-                if isVideo { queuedPictures.subtract(1, ordering: .relaxed) }
+                if isVideo {
+                    let left = queuedPictures.subtract(1, ordering: .relaxed).newValue
+                    leastQueuedPictures.min(left, ordering: .relaxed)
+                }
                 slots?.signal()
             }
             let started = DispatchTime.now()

@@ -8,15 +8,31 @@ import TestSupport
 /// A variant's inbox while its queue is behind: pictures are what it is bounded and measured in;
 /// audio, which comes more often, has room of its own and does not count as lag.
 @Suite struct VariantInboxTests {
-    @Test func audioHasItsOwnRoomAndDoesNotCountAsPicturesBehind() throws {
+    /// A passed-through variant with room for two pictures, writing HLS into `directory`.
+    func passthroughPipeline(directory: URL) throws -> VariantPipeline {
         let video = try #require(try MediaInput(url: fixture("720p30-h264-aac.mp4")).bestVideoStream)
+        let variant = Variant(streamGuid: "live/inbox_1", level: 1, width: 1280, height: 720, bitRate: 2_000_000)
+        return VariantPipeline(variant: variant, work: .passthrough(try video.parameters.copy(), timeBase: video.timeBase),
+                               output: VariantOutput(paths: .init(mp4: nil, hlsDirectory: directory), audio: nil, frameRate: 30),
+                               policy: .dropUntilKeyframe, inboxCapacity: 2)
+    }
+
+    func picture(_ index: Int) throws -> Packet {
+        let packet = try Packet(bytes: [0, 0, 0, 1, 0x41, UInt8(index)], timeBase: Rational(1, 90000))
+        packet.pts = Int64(index) * 3000
+        return packet
+    }
+
+    func drain(_ pipeline: VariantPipeline) {
+        let group = DispatchGroup()
+        pipeline.finish(group: group)
+        #expect(group.wait(timeout: .now() + 10) == .success)
+    }
+
+    @Test func audioHasItsOwnRoomAndDoesNotCountAsPicturesBehind() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("inbox-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let variant = Variant(streamGuid: "live/inbox_1", level: 1, width: 1280, height: 720, bitRate: 2_000_000)
-        let pipeline = VariantPipeline(variant: variant, work: .passthrough(try video.parameters.copy(), timeBase: video.timeBase),
-                                       output: VariantOutput(paths: .init(mp4: nil, hlsDirectory: directory), audio: nil, frameRate: 30),
-                                       policy: .dropUntilKeyframe, inboxCapacity: 2)
-        let timeBase = Rational(1, 90000)
+        let pipeline = try passthroughPipeline(directory: directory)
         pipeline.suspendProcessingForTesting()
         // A second of AAC (48 packets) would have filled a shared inbox many times over.
         let audioRoom = VariantPipeline.audioPacketsPerPicture * 2
@@ -27,9 +43,7 @@ import TestSupport
         #expect(pipeline.queuedFrames == 0, "audio counted as pictures behind")
         // Both picture slots are still free; the third picture finds the inbox full and is dropped.
         for index in 0..<3 {
-            let packet = try Packet(bytes: [0, 0, 0, 1, 0x41, UInt8(index)], timeBase: timeBase)
-            packet.pts = Int64(index) * 3000
-            pipeline.submit(.packet(packet, .none))
+            pipeline.submit(.packet(try picture(index), .none))
         }
         #expect(pipeline.queuedFrames == 2)
         #expect(pipeline.statistics.dropped == 1)
@@ -37,11 +51,36 @@ import TestSupport
         // Audio past its own room is turned away without touching the pictures' count.
         pipeline.submit(.audio(try Packet(bytes: [0x21, 0x10, 0xFF], timeBase: Rational(1, 48000))))
         #expect(pipeline.queuedFrames == 2 && pipeline.statistics.dropped == 1)
+        #expect(pipeline.statistics.droppedAudio == 1)
 
         pipeline.resumeProcessingForTesting()
-        let group = DispatchGroup()
-        pipeline.finish(group: group)
-        #expect(group.wait(timeout: .now() + 10) == .success)
+        drain(pipeline)
         #expect(pipeline.queuedFrames == 0)
+    }
+
+    /// The shedder asks for the fewest pictures queued since it last looked: behind all through
+    /// an interval is lag, a depth that comes and goes is not.
+    @Test func theLeastDepthSinceTheLastLookIsWhatTheShedderSees() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("inbox-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let pipeline = try passthroughPipeline(directory: directory)
+        pipeline.suspendProcessingForTesting()
+        #expect(pipeline.takeLeastQueuedFrames() == 0)
+        pipeline.submit(.packet(try picture(0), .none))
+        pipeline.submit(.packet(try picture(1), .none))
+        // The interval began empty: two pictures now do not make it an interval behind.
+        #expect(pipeline.takeLeastQueuedFrames() == 0)
+        // Two pictures from start to end of this one.
+        #expect(pipeline.takeLeastQueuedFrames() == 2)
+        // The queue catches up and another picture arrives: the interval saw the inbox empty.
+        pipeline.resumeProcessingForTesting()
+        #expect(waitUntil(timeout: 10, every: 0.01) { pipeline.queuedFrames == 0 })
+        pipeline.suspendProcessingForTesting()
+        pipeline.submit(.packet(try picture(2), .none))
+        #expect(pipeline.queuedFrames == 1)
+        #expect(pipeline.takeLeastQueuedFrames() == 0)
+        #expect(pipeline.takeLeastQueuedFrames() == 1)
+        pipeline.resumeProcessingForTesting()
+        drain(pipeline)
     }
 }
