@@ -44,6 +44,40 @@ import Testing
         #expect(H264.annexBUnits([1, 2, 3]).isEmpty)
     }
 
+    /// The scan skips three bytes where no start code can begin; it must find exactly what a
+    /// byte-by-byte scan finds, on streams dense in the 0 and 1 bytes start codes are made of.
+    @Test func theSkippingScanFindsWhatAByteByByteScanFinds() {
+        func byteByByte(_ bytes: [UInt8]) -> [[UInt8]] {
+            var units: [[UInt8]] = []
+            var unitStart: Int?
+            var index = 0
+            while index + 2 < bytes.count {
+                if bytes[index] == 0, bytes[index + 1] == 0, bytes[index + 2] == 1 {
+                    if let start = unitStart {
+                        var end = index
+                        while end > start, bytes[end - 1] == 0 { end -= 1 }
+                        if end > start { units.append(Array(bytes[start..<end])) }
+                    }
+                    index += 3
+                    unitStart = index
+                } else {
+                    index += 1
+                }
+            }
+            if let start = unitStart, start < bytes.count { units.append(Array(bytes[start...])) }
+            return units
+        }
+        var generator = SystemRandomNumberGenerator()
+        let alphabet: [UInt8] = [0, 0, 0, 1, 1, 2, 3, 0x65, 0xff]
+        for _ in 0..<20_000 {
+            let stream = (0..<Int.random(in: 0...40, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! }
+            #expect(H264.annexBUnits(stream).map(Array.init) == byteByByte(stream), "\(stream)")
+            // And from a slice that does not start at 0.
+            let shifted = [0x41] + stream
+            #expect(H264.annexBUnits(shifted[1...]).map(Array.init) == byteByByte(stream), "\(stream)")
+        }
+    }
+
     @Test func accessUnitsSplitInPlaceInEitherFormFromAnyStartIndex() {
         // A slice that does not start at index 0, as a packet's payload seen in place would be.
         let buffer: [UInt8] = [0xff, 0xff, 0, 0, 0, 1, 0x65, 0x88, 0, 0, 1, 0x41]
