@@ -6,7 +6,8 @@ import MediaCore
 /// where the job's grid says, and its media playlist: complete (VOD) when offline, a sliding
 /// window rewritten after every segment when live. Measures every segment for the hints.
 ///
-/// Files are written aside and renamed into place, so a player never reads half a segment. A
+/// Files are written aside and renamed into place (`ReplacingFile`), so a player never reads half
+/// a segment; only VOD output is synced to disk. A
 /// write that fails (disk full) is counted and that segment skipped; the job goes on, and the
 /// playlist marks the gap as a discontinuity.
 ///
@@ -71,7 +72,7 @@ final class HLSVariantWriter {
     /// Writes `bytes` next to `name` and renames it into place: readers see the old file or the whole new one.
     private func writeFile(_ bytes: [UInt8], name: String) -> Bool {
         do {
-            try Data(bytes).write(to: directory.appendingPathComponent(name), options: .atomic)
+            try ReplacingFile.write(bytes, to: directory.appendingPathComponent(name), durable: window == nil)
             return true
         } catch {
             failedWrites += 1
@@ -183,7 +184,7 @@ final class HLSVariantWriter {
         let playlist = HLSMediaPlaylist(kind: kind, mapURI: currentMap, segments: segments, ended: ended,
                                         minimumTargetDuration: window == nil ? 1 : longestSegment, independentSegments: independentSegments)
         do {
-            try playlist.render().write(to: directory.appendingPathComponent(Self.playlistName), atomically: true, encoding: .utf8)
+            try ReplacingFile.write(playlist.render(), to: directory.appendingPathComponent(Self.playlistName), durable: window == nil)
         } catch {
             // A live playlist is rewritten with the next segment; a VOD one must exist, so that fails the run.
             failedWrites += 1

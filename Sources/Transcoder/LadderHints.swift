@@ -49,9 +49,10 @@ enum LadderHints {
         "\(ladder.name)_\(level)/\(HLSVariantWriter.playlistName)"
     }
 
-    /// Writes both files, each aside and renamed, so readers never see half of one.
-    static func write(_ hints: BandwidthHints, ladder: Ladder, master: URL, hintsFile: URL) throws {
-        try masterPlaylist(hints, ladder: ladder).render().write(to: master, atomically: true, encoding: .utf8)
-        try JSONOutput.write(hints, to: hintsFile)
+    /// Writes both files, each aside and renamed, so readers never see half of one; `durable`
+    /// syncs them to disk first (offline output; a live job rewrites them as measurements change).
+    static func write(_ hints: BandwidthHints, ladder: Ladder, master: URL, hintsFile: URL, durable: Bool) throws {
+        try ReplacingFile.write(masterPlaylist(hints, ladder: ladder).render(), to: master, durable: durable)
+        try JSONOutput.write(hints, to: hintsFile, durable: durable)
     }
 }

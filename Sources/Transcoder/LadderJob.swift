@@ -206,7 +206,7 @@ public final class LadderJob {
                                               passthroughLevel: pipelines.first { $0.isPassthrough }?.variant.level,
                                               measurements: measurements)
         try LadderHints.write(bandwidthHints, ladder: ladder, master: directory.staging.appendingPathComponent("hls/master.m3u8"),
-                              hintsFile: directory.staging.appendingPathComponent("abr.json"))
+                              hintsFile: directory.staging.appendingPathComponent("abr.json"), durable: true)
 
         let duration = ingest.mediaSeconds
         let report = TranscodeReport(
@@ -214,16 +214,16 @@ public final class LadderJob {
             duration: (duration * 1000).rounded() / 1000, wallSeconds: (wall * 1000).rounded() / 1000,
             speed: wall > 0 ? (duration / wall * 100).rounded() / 100 : 0, decodeErrors: ingest.decodeErrors,
             keyframeInterval: keyframeInterval, decoderThreads: decoderThreads, variants: variantReports)
-        try JSONOutput.write(report, to: directory.staging.appendingPathComponent("report.json"))
+        try JSONOutput.write(report, to: directory.staging.appendingPathComponent("report.json"), durable: true)
         return report
     }
 }
 
 enum JSONOutput {
-    static func write(_ value: some Encodable, to url: URL) throws {
+    static func write(_ value: some Encodable, to url: URL, durable: Bool) throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        try (encoder.encode(value) + Data("\n".utf8)).write(to: url, options: .atomic)
+        try ReplacingFile.write(encoder.encode(value) + Data("\n".utf8), to: url, durable: durable)
     }
 }
 

@@ -436,7 +436,7 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
         lastHints = hints
         do {
             try LadderHints.write(hints, ladder: ladder, master: hlsDirectory.appendingPathComponent("master.m3u8"),
-                                  hintsFile: hlsDirectory.appendingPathComponent("abr.json"))
+                                  hintsFile: hlsDirectory.appendingPathComponent("abr.json"), durable: false)
         } catch {
             logger.warning("cannot write hints: \(error)")
         }
