@@ -107,17 +107,20 @@ final class VariantOutput {
             packet.duration = max(1, MediaTime(seconds: 1 / frameRate, timeBase: packet.timeBase).ticks)
         }
         let time = MediaTime(ticks: packet.pts, timeBase: packet.timeBase)
-        try hls.writeVideo(packet, time: time, startsSegment: startsSegment || frames == 0)
-        try mp4?.write(packet, stream: 0)
-        if let arrivals = paths.arrivals,
-           let arrival = arrivals.arrival(timelineTicks: packet.timeBase.rescale(packet.pts, to: ArrivalTimes.timeBase)) {
-            latency.add(Double(DispatchTime.now().uptimeNanoseconds &- arrival) / 1e9)
-        }
+        // Players first: a picture that starts a segment closes the previous one (the fragment,
+        // its file and the playlist), and RTSP players need not wait for that. HLS players see
+        // the picture only with its whole segment, seconds later, either way.
         if let sink = paths.sink {
             // Split in place: each NAL unit is copied once, straight out of the packet.
             let units = packet.withBytes { (H264.accessUnitNALUnits($0) ?? []).map(Array.init) }
             sink.variantVideo(units, time: time, isKeyframe: packet.isKeyframe)
         }
+        if let arrivals = paths.arrivals,
+           let arrival = arrivals.arrival(timelineTicks: packet.timeBase.rescale(packet.pts, to: ArrivalTimes.timeBase)) {
+            latency.add(Double(DispatchTime.now().uptimeNanoseconds &- arrival) / 1e9)
+        }
+        try hls.writeVideo(packet, time: time, startsSegment: startsSegment || frames == 0)
+        try mp4?.write(packet, stream: 0)
         frames += 1
         videoBytes += packet.size
         if firstVideoTime == nil { firstVideoTime = time }
