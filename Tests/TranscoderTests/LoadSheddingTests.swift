@@ -143,7 +143,11 @@ import TestSupport
                 _ = waitUntil(timeout: 10, every: 0.01) {
                     let variants = job.status.variants
                     guard let top = variants.first(where: \.passthrough), top.framesIn > index else { return false }
-                    return variants.allSatisfy { $0.passthrough || $0.framesOut + 1 >= $0.framesIn }
+                    // Every encoded rung has taken this picture (encoded, shed or dropped) and kept
+                    // up: the top gets it before the decoder runs, so its count alone was a race.
+                    return variants.allSatisfy {
+                        $0.passthrough || ($0.framesIn + $0.shedFrames + $0.droppedFrames > index && $0.framesOut + 1 >= $0.framesIn)
+                    }
                 }
             }
         }
