@@ -30,11 +30,10 @@ enum ReplacingFile {
                 offset += count
             }
         }
-        let error = written ? nil : failure("cannot write", aside)
-        let synced = error == nil && (!durable || fsync(descriptor) == 0)
-        let syncError = error ?? (synced ? nil : failure("cannot sync", aside))
+        var failed = written ? nil : failure("cannot write", aside)
+        if failed == nil, durable, fsync(descriptor) != 0 { failed = failure("cannot sync", aside) }
         close(descriptor)
-        if let failed = syncError {
+        if let failed {
             unlink(aside.path)
             throw failed
         }

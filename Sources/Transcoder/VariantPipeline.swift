@@ -108,8 +108,8 @@ final class VariantPipeline: @unchecked Sendable {
     /// Pictures waiting for this variant's queue (audio not counted).
     var queuedFrames: Int { queuedPictures.load(ordering: .relaxed) }
 
-    /// The fewest pictures queued since the last call (the current count on the first), and starts
-    /// a new interval from the current count.
+    /// The fewest pictures queued since the last call (0 on the first), and starts a new interval
+    /// from the current count.
     func takeLeastQueuedFrames() -> Int {
         leastQueuedPictures.exchange(queuedPictures.load(ordering: .relaxed), ordering: .relaxed)
     }
