@@ -138,6 +138,9 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
 
     /// Events kept for the control plane; older ones are dropped.
     public static let maximumEvents = 1000
+    /// How long a first session may take to show its frame rate (`LiveSource.videoFrameRate`) before
+    /// the encoders open at 30 fps: the 12 it looks at take 0.4 s at 30 fps.
+    static let frameRateWait = 2.0
 
     public init(ladder: Ladder, hlsDirectory: URL, options: TranscodeOptions, grace: Double = 30, mediaTimeout: Double = 5,
                 hlsWindow: Int = 6, sinks: [Int: any VariantSink] = [:], logger: Logger = Logger(label: "abr.live"),
@@ -357,8 +360,16 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
     }
 
     private func runSession(_ source: LiveSource, resuming: Bool) throws {
-        guard let video = source.bestVideoStream else { throw TranscodeError.badInput("\(source.url) has no video") }
+        guard var video = source.bestVideoStream else { throw TranscodeError.badInput("\(source.url) has no video") }
         let sourceAudio = source.streams.first { $0.kind == .audio }
+        if !video.frameRate.isValid {
+            // Encoders open once, at the first session's rate; a resumed session keeps it.
+            let rate = pipelines.isEmpty ? source.videoFrameRate(waitingUpTo: Self.frameRateWait) : outputFrameRate.load(ordering: .relaxed)
+            if let rate, rate > 0 {
+                video.frameRate = Rational(Int32((rate * 1000).rounded()), 1000)
+                withShared { $0.sourceFormat?.frameRate = rate }
+            }
+        }
         if pipelines.isEmpty {
             try setUp(video: video, audio: sourceAudio)
         } else {

@@ -35,6 +35,9 @@ public final class LiveSource: PacketReader, @unchecked Sendable {
     private var dropped = 0
     private let reorderDepth: Int
     private let frameTicks: Int64
+    /// The SDP's `a=framerate`, when the publisher sent one.
+    private let statedFrameRate: Double?
+    private var frameRateEstimate = FrameRateEstimate(clockRate: 90_000)
     /// Push side only (one publisher session delivers in order).
     private var decodeTimestamps: DecodeTimestamps?
 
@@ -46,7 +49,8 @@ public final class LiveSource: PacketReader, @unchecked Sendable {
         guard let parsed = H264SPS(sps) else { throw TranscodeError.badInput("\(url): the publisher's SPS cannot be read") }
         self.url = url
         reorderDepth = parsed.reorderDepth
-        frameTicks = Int64((90000 / (frameRate.flatMap { $0 > 0 ? $0 : nil } ?? 30)).rounded())
+        statedFrameRate = frameRate.flatMap { $0 > 0 ? $0 : nil }
+        frameTicks = Int64((90000 / (statedFrameRate ?? 30)).rounded())
         var streams = [StreamInfo(
             index: 0, kind: .video, codecName: "h264", timeBase: Self.videoTimeBase, width: parsed.width, height: parsed.height,
             frameRate: frameRate.map { Rational(Int32(($0 * 1000).rounded()), 1000) } ?? Rational(0, 0), bitRate: 0, frameCount: 0,
@@ -86,6 +90,10 @@ public final class LiveSource: PacketReader, @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         guard !ended else { return }
+        if isVideo, !frameRateEstimate.isComplete {
+            frameRateEstimate.add(presentationTicks: packet.pts)
+            if frameRateEstimate.isComplete { condition.broadcast() }
+        }
         let size = packet.size
         if pending.count - head >= Self.capacity || pendingBytes + size > Self.capacityBytes { dropping = true }
         if dropping {
@@ -98,6 +106,18 @@ public final class LiveSource: PacketReader, @unchecked Sendable {
         pendingBytes += size
         pending.append((packet, DispatchTime.now().uptimeNanoseconds))
         condition.signal()
+    }
+
+    /// The video's frame rate: the publisher's SDP figure, else judged from its first pictures'
+    /// timestamps (`FrameRateEstimate`), waiting up to `timeout` seconds for enough of them. nil
+    /// when neither tells (too few pictures, or gaps no plausible rate fits).
+    public func videoFrameRate(waitingUpTo timeout: Double) -> Double? {
+        if let statedFrameRate { return statedFrameRate }
+        let deadline = Date().addingTimeInterval(timeout)
+        condition.lock()
+        defer { condition.unlock() }
+        while !frameRateEstimate.isComplete, !ended, condition.wait(until: deadline) {}
+        return frameRateEstimate.frameRate(minimumPictures: 3)
     }
 
     /// The publisher is gone; what is queued is still read.

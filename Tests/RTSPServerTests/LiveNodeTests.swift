@@ -60,6 +60,42 @@ final class LiveTestNode: @unchecked Sendable {
     func hls(_ relative: String) -> URL { dataDirectory.appendingPathComponent("hls/live/stream1/\(relative)") }
 }
 
+/// A temporary folder removed with the value.
+final class ScratchFolder {
+    let url: URL
+
+    init(_ prefix: String) throws {
+        url = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+
+    deinit { try? FileManager.default.removeItem(at: url) }
+
+    /// A 720p testsrc2 clip as a publisher's x264 makes it (veryfast, so B-frames; no audio), with
+    /// a keyframe every 2 s.
+    func x264Clip(rate: Int, seconds: Int, bitRate: String) throws -> String {
+        let path = url.appendingPathComponent("\(rate)fps.mp4").path
+        let made = try runProcess("ffmpeg", ["-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi",
+                                             "-i", "testsrc2=size=1280x720:rate=\(rate):duration=\(seconds)",
+                                             "-c:v", "libx264", "-preset", "veryfast", "-b:v", bitRate, "-g", "\(2 * rate)", path])
+        guard made.status == 0 else { throw ScratchError.ffmpegFailed(made.stderr) }
+        return path
+    }
+
+    enum ScratchError: Error { case ffmpegFailed(String) }
+}
+
+/// A node with an x264 clip (`ScratchFolder.x264Clip`) published to the top of its ladder, once
+/// its top and lowest variant play.
+func publishClip(rate: Int, seconds: Int, bitRate: String, grace: Double) throws -> (ScratchFolder, LiveTestNode, FFmpegPublisher) {
+    let work = try ScratchFolder("clip")
+    let source = try work.x264Clip(rate: rate, seconds: seconds, bitRate: bitRate)
+    let node = try LiveTestNode(grace: grace)
+    let publisher = try FFmpegPublisher(url: node.publishURL("live/stream1_1"), transport: "tcp", seconds: seconds, input: source)
+    try #require(node.waitUntilPlayable(["live/stream1_1", "live/stream1_3"]), "\(publisher.errorText)")
+    return (work, node, publisher)
+}
+
 /// Video packet times a player received until the stream ended (or `seconds` passed).
 func probePackets(_ url: String, transport: String = "tcp", seconds: Int) throws -> [MediaProbe.VideoPacket] {
     let result = try runProcess("ffprobe", ["-v", "error", "-rtsp_transport", transport, "-timeout", "20000000", "-select_streams", "v",
@@ -241,16 +277,7 @@ func probePackets(_ url: String, transport: String = "tcp", seconds: Int) throws
     /// so the node derives decoding times; the passed-through top must decode cleanly and every
     /// variant's segments must still start on the same picture.
     @Test func aBFramePublisherPassesThroughCleanlyAndStaysAligned() throws {
-        let work = FileManager.default.temporaryDirectory.appendingPathComponent("bframes-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: work) }
-        let source = work.appendingPathComponent("bframes.mp4").path
-        let made = try runProcess("ffmpeg", ["-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30:duration=8",
-                                             "-c:v", "libx264", "-preset", "veryfast", "-b:v", "2000k", "-g", "60", source])
-        try #require(made.status == 0, "\(made.stderr)")
-        let node = try LiveTestNode(grace: 2)
-        let publisher = try FFmpegPublisher(url: node.publishURL("live/stream1_1"), transport: "tcp", seconds: 8, input: source)
-        try #require(node.waitUntilPlayable(["live/stream1_1", "live/stream1_3"]), "\(publisher.errorText)")
+        let (work, node, publisher) = try publishClip(rate: 30, seconds: 8, bitRate: "2000k", grace: 2)
         #expect(waitForExit(publisher.process, timeout: 30))
         let job = try #require(node.node.job("live/stream1"))
         #expect(job.waitUntilEnded(timeout: 20))
@@ -264,10 +291,38 @@ func probePackets(_ url: String, transport: String = "tcp", seconds: Int) throws
         let playlist = try PlaylistChecker.media(String(contentsOf: folder.appendingPathComponent("index.m3u8"), encoding: .utf8))
         var whole = try Data(contentsOf: folder.appendingPathComponent(playlist.map ?? "init.mp4"))
         for segment in playlist.segments { whole += try Data(contentsOf: folder.appendingPathComponent(segment.uri)) }
-        let file = work.appendingPathComponent("top.mp4")
+        let file = work.url.appendingPathComponent("top.mp4")
         try whole.write(to: file)
         let decoded = try runProcess("ffmpeg", ["-hide_banner", "-v", "error", "-i", file.path, "-f", "null", "-"])
         #expect(decoded.status == 0 && decoded.stderr.isEmpty, "the top does not decode cleanly: \(decoded.stderr.prefix(300))")
+    }
+
+    /// RTSP publishers seldom state their frame rate, so the node judges it from the timestamps.
+    /// Encoders opened at a guessed 30 fps spent a 50 fps rung's budget 5/3 too fast, and the
+    /// playlists said 30.
+    @Test func aPublisherAt50FpsGetsRungsAt50FpsAndAtTheirDeclaredBitRates() throws {
+        let (work, node, publisher) = try publishClip(rate: 50, seconds: 10, bitRate: "2500k", grace: 1)
+        // ffprobe takes a live stream's average rate from the SDP's a=framerate.
+        let described = try runProcess("ffprobe", ["-v", "error", "-rtsp_transport", "tcp", "-select_streams", "v",
+                                                   "-show_entries", "stream=avg_frame_rate", "-of", "csv=p=0", node.url("live/stream1_2")], timeout: 30)
+        #expect(described.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "50/1", "a rung's SDP: \(described.stdout) \(described.stderr)")
+        #expect(waitForExit(publisher.process, timeout: 30))
+        let job = try #require(node.node.job("live/stream1"))
+        #expect(job.waitUntilEnded(timeout: 20))
+
+        let master = try String(contentsOf: node.hls("master.m3u8"), encoding: .utf8)
+        let rates = master.split(separator: "\n").filter { $0.hasPrefix("#EXT-X-STREAM-INF") }.map { line in
+            line.split(separator: ",").first { $0.hasPrefix("FRAME-RATE=") }.map(String.init) ?? "none"
+        }
+        #expect(rates == Array(repeating: "FRAME-RATE=50.000", count: 3), "\(master)")
+        let hints = try JSONDecoder().decode(BandwidthHints.self, from: Data(contentsOf: node.hls("abr.json")))
+        for rung in hints.variants where !rung.passthrough {
+            #expect(rung.frameRate == 50)
+            // No audio here: the measured rate is the encoder's alone.
+            let ratio = Double(rung.averageBitRate) / Double(rung.declaredBitRate)
+            #expect((0.75...1.25).contains(ratio), "level \(rung.abrLevel): \(rung.averageBitRate) b/s for \(rung.declaredBitRate) declared")
+        }
+        withExtendedLifetime(work) {}
     }
 
     @Test func anUnprovisionedPublishIsRelayedAsOneVariantWhenAllowed() throws {
