@@ -107,6 +107,9 @@ final class HLSVariantWriter {
         try muxer.write(packet, stream: 0)
     }
 
+    /// Audio is written only into a segment a picture has opened.
+    var hasOpenSegment: Bool { segmentStart != nil }
+
     func writeAudio(_ packet: Packet) throws {
         guard segmentStart != nil else { return }
         try muxer.write(packet, stream: 1)

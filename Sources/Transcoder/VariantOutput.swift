@@ -30,6 +30,9 @@ final class VariantOutput {
     /// End of the last picture written, in the video time base once open.
     private var lastVideoEnd = MediaTime.zero(ArrivalTimes.timeBase)
     private let frameRate: Double
+    /// The last picture handed to players, held from the files until the next one gives its
+    /// length (`writeHeldVideo`).
+    private var heldVideo: (packet: Packet, time: MediaTime, startsSegment: Bool)?
 
     private(set) var frames = 0
     private(set) var videoBytes = 0
@@ -82,12 +85,14 @@ final class VariantOutput {
         if let sps = sets.sps.first, let code = H264.codecString(sps: sps) {
             codecs = code + (audio?.codecsEntry.map { "," + $0 } ?? "")
         }
+        try writeHeldVideo()
         try hls?.changeFormat(video: parameters, videoTimeBase: timeBase, at: time)
         announceFormat(sets)
     }
 
     /// The timeline resumes after an interruption: the next segment is marked as a discontinuity.
     func markDiscontinuity(at time: MediaTime) throws {
+        try writeHeldVideo()
         try hls?.markDiscontinuity(at: time)
     }
 
@@ -100,7 +105,7 @@ final class VariantOutput {
     }
 
     func writeVideo(_ packet: Packet, startsSegment: Bool) throws {
-        guard let hls else { return }
+        guard hls != nil else { return }
         // Live sources (RTSP) carry no packet durations, and MP4 takes the last sample's length
         // from its packet: without one the edit list would cut the last picture off.
         if packet.duration <= 0 {
@@ -119,8 +124,15 @@ final class VariantOutput {
            let arrival = arrivals.arrival(timelineTicks: packet.timeBase.rescale(packet.pts, to: ArrivalTimes.timeBase)) {
             latency.add(Double(DispatchTime.now().uptimeNanoseconds &- arrival) / 1e9)
         }
-        try hls.writeVideo(packet, time: time, startsSegment: startsSegment || frames == 0)
-        try mp4?.write(packet, stream: 0)
+        if let held = heldVideo {
+            // The real gap to this picture is the held one's length, whatever the frame rate says.
+            if held.packet.dts != noTimestamp, packet.dts != noTimestamp, packet.dts > held.packet.dts,
+               packet.timeBase == held.packet.timeBase {
+                held.packet.duration = packet.dts - held.packet.dts
+            }
+            try writeHeldVideo()
+        }
+        heldVideo = (packet, time, startsSegment || frames == 0)
         frames += 1
         videoBytes += packet.size
         if firstVideoTime == nil { firstVideoTime = time }
@@ -129,6 +141,20 @@ final class VariantOutput {
             keyframeTimes.append(time)
         }
         lastVideoEnd = max(lastVideoEnd, time + MediaTime(ticks: packet.duration, timeBase: packet.timeBase))
+    }
+
+    /// Writes the held picture to the files. A fragment's last sample takes its length from its
+    /// packet, and the next fragment starts where that length ends: with the frame rate's guess
+    /// instead of the real gap, a variable-rate publisher's keyframe (the next segment's first
+    /// picture) would move by the difference.
+    private func writeHeldVideo() throws {
+        guard let held = heldVideo, let hls else { return }
+        heldVideo = nil
+        try hls.writeVideo(held.packet, time: held.time, startsSegment: held.startsSegment)
+        try mp4?.write(held.packet, stream: 0)
+        let waiting = pendingAudio
+        pendingAudio.removeAll()
+        for packet in waiting { try writeAudio(packet) }
     }
 
     /// Video payload alone over the video's duration: what compares with a declared `videoBitRate`
@@ -140,7 +166,9 @@ final class VariantOutput {
 
     func writeAudio(_ packet: Packet) throws {
         guard audio != nil else { return }
-        guard let hls else {
+        // Before the first picture is written (none yet, or the first one still held) there is no
+        // segment to put audio in; it waits for one.
+        guard let hls, hls.hasOpenSegment || heldVideo == nil else {
             if pendingAudio.count < Self.maximumPendingAudio { pendingAudio.append(packet) }
             return
         }
@@ -150,6 +178,7 @@ final class VariantOutput {
     }
 
     func finish() throws {
+        try writeHeldVideo()
         try hls?.finish(endTime: lastVideoEnd)
         try mp4?.finish()
         mp4 = nil

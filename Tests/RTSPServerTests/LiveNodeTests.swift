@@ -72,12 +72,15 @@ final class ScratchFolder {
     deinit { try? FileManager.default.removeItem(at: url) }
 
     /// A 720p testsrc2 clip as a publisher's x264 makes it (veryfast, so B-frames; no audio), with
-    /// a keyframe every 2 s.
-    func x264Clip(rate: Int, seconds: Int, bitRate: String) throws -> String {
+    /// a keyframe every 2 s; `variableRate` drops the picture before each keyframe, as a phone
+    /// that misses a capture would.
+    func x264Clip(rate: Int, seconds: Int, bitRate: String, variableRate: Bool = false) throws -> String {
         let path = url.appendingPathComponent("\(rate)fps.mp4").path
+        let thinning = variableRate ? ["-vf", "select='not(eq(mod(n\\,\(2 * rate))\\,\(2 * rate - 1)))'", "-fps_mode", "vfr"] : []
         let made = try runProcess("ffmpeg", ["-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi",
-                                             "-i", "testsrc2=size=1280x720:rate=\(rate):duration=\(seconds)",
-                                             "-c:v", "libx264", "-preset", "veryfast", "-b:v", bitRate, "-g", "\(2 * rate)", path])
+                                             "-i", "testsrc2=size=1280x720:rate=\(rate):duration=\(seconds)"] + thinning +
+                                            ["-c:v", "libx264", "-preset", "veryfast", "-b:v", bitRate, "-g", "\(2 * rate)",
+                                             "-force_key_frames", "expr:gte(t,n_forced*2)", path])
         guard made.status == 0 else { throw ScratchError.ffmpegFailed(made.stderr) }
         return path
     }
@@ -87,9 +90,10 @@ final class ScratchFolder {
 
 /// A node with an x264 clip (`ScratchFolder.x264Clip`) published to the top of its ladder, once
 /// its top and lowest variant play.
-func publishClip(rate: Int, seconds: Int, bitRate: String, grace: Double) throws -> (ScratchFolder, LiveTestNode, FFmpegPublisher) {
+func publishClip(rate: Int, seconds: Int, bitRate: String, variableRate: Bool = false,
+                 grace: Double) throws -> (ScratchFolder, LiveTestNode, FFmpegPublisher) {
     let work = try ScratchFolder("clip")
-    let source = try work.x264Clip(rate: rate, seconds: seconds, bitRate: bitRate)
+    let source = try work.x264Clip(rate: rate, seconds: seconds, bitRate: bitRate, variableRate: variableRate)
     let node = try LiveTestNode(grace: grace)
     let publisher = try FFmpegPublisher(url: node.publishURL("live/stream1_1"), transport: "tcp", seconds: seconds, input: source)
     try #require(node.waitUntilPlayable(["live/stream1_1", "live/stream1_3"]), "\(publisher.errorText)")
@@ -295,6 +299,26 @@ func probePackets(_ url: String, transport: String = "tcp", seconds: Int) throws
         try whole.write(to: file)
         let decoded = try runProcess("ffmpeg", ["-hide_banner", "-v", "error", "-i", file.path, "-f", "null", "-"])
         #expect(decoded.status == 0 && decoded.stderr.isEmpty, "the top does not decode cleanly: \(decoded.stderr.prefix(300))")
+    }
+
+    /// A variable-rate publisher: the picture before each keyframe is missing, so the gap into
+    /// every segment's first picture is two frames long. The segment before it must end at that
+    /// picture's real time, not a frame's length after its own last picture, or the encoded rungs'
+    /// keyframes land a frame early and no longer line up with the top's.
+    @Test func aVariableRatePublisherKeepsEveryVariantsSegmentsOnTheSourcesKeyframes() throws {
+        let (work, node, publisher) = try publishClip(rate: 30, seconds: 9, bitRate: "2000k", variableRate: true, grace: 1)
+        #expect(waitForExit(publisher.process, timeout: 30))
+        let job = try #require(node.node.job("live/stream1"))
+        #expect(job.waitUntilEnded(timeout: 20))
+        let starts = try (1...3).map { try segmentStarts(node.hls("stream1_\($0)")) }
+        #expect(starts[0].count >= 3, "\(starts)")
+        #expect(starts[0] == starts[1] && starts[1] == starts[2], "segment starts differ: \(starts)")
+        // The source's keyframes are 2 s apart; so are the segments'.
+        let times = starts[2].values.sorted()
+        for (earlier, later) in zip(times, times.dropFirst()) {
+            #expect(abs(later - earlier - 2) < 0.002, "segments start at \(times)")
+        }
+        withExtendedLifetime(work) {}
     }
 
     /// RTSP publishers seldom state their frame rate, so the node judges it from the timestamps.
