@@ -18,6 +18,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case rtcp
     case h264Depacketizer = "h264-depacketizer"
     case aacDepacketizer = "aac-depacketizer"
+    case latm
     case reorderBuffer = "reorder-buffer"
     case sps
     case sprop
@@ -37,6 +38,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .rtcp: _ = RTCPPacket.parseCompound(ByteBuffer(bytes: bytes))
         case .h264Depacketizer: Self.h264(bytes)
         case .aacDepacketizer: Self.aac(bytes)
+        case .latm: Self.latm(bytes)
         case .reorderBuffer: Self.reorder(bytes)
         case .sps: Self.sps(bytes)
         case .sprop: Self.sprop(bytes)
@@ -81,7 +83,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         guard let description = try? SessionDescription.parse(String(decoding: bytes, as: UTF8.self)) else { return }
         _ = description.render()
         try? description.validateForPublishing(maximumPixels: 4096 * 2304)
-        for media in description.media { _ = (media.aacConfig, media.frameRate, media.spropSPS) }
+        for media in description.media { _ = (media.aacFormat, media.frameRate, media.spropSPS) }
     }
 
     static func rtp(_ bytes: [UInt8]) {
@@ -116,6 +118,19 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     static func aac(_ bytes: [UInt8]) {
         var depacketizer = AACDepacketizer()
         for packet in packets(bytes) { _ = depacketizer.push(packet) }
+    }
+
+    /// A StreamMuxConfig (its length in the first byte), then packets as `packets` frames them,
+    /// depacketized with the config's frame count, or the length byte's when it is unreadable.
+    static func latm(_ bytes: [UInt8]) {
+        guard let first = bytes.first else { return }
+        let config = Array(bytes.dropFirst().prefix(Int(first % 32)))
+        _ = AudioSpecificConfig(config)
+        let frames = LATMStreamMuxConfig(config)?.framesPerElement ?? Int(first >> 5) + 1
+        var depacketizer = LATMDepacketizer(framesPerElement: frames)
+        for (index, packet) in packets(Array(bytes.dropFirst(1 + config.count))).enumerated() {
+            _ = depacketizer.push(packet, lostBefore: index % 5 == 4)
+        }
     }
 
     /// Two bytes a packet: its sequence number, so the input is an arrival order.

@@ -189,7 +189,7 @@ final class JobPublishSink: PublishSink {
         self.job = job
         self.request = request
         self.logger = logger
-        audio = request.description.media.lazy.compactMap { media in media.aacConfig.map { (media.clockRate, media.channels ?? 2, $0) } }.first
+        audio = request.description.media.lazy.compactMap { media in media.aacFormat.map { (media.clockRate, $0.channels, $0.config) } }.first
     }
 
     func receiveVideo(_ unit: H264AccessUnit, ticks: Int64, format: VideoFormat) {

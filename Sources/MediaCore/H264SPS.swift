@@ -107,7 +107,8 @@ public struct H264SPS: Sendable, Hashable {
 /// Reads bits most significant first, with Exp-Golomb codes; every read is bounds-checked.
 struct BitReader {
     private let bytes: [UInt8]
-    private var position = 0
+    /// Bits read so far.
+    private(set) var position = 0
 
     init(_ bytes: [UInt8]) {
         self.bytes = bytes

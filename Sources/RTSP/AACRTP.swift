@@ -73,3 +73,55 @@ public struct AACPacketizer: Sendable {
         return RTPPacket(marker: true, payloadType: payloadType, sequenceNumber: sequenceNumber, timestamp: timestamp, ssrc: ssrc, payload: buffer)
     }
 }
+
+/// AAC in RFC 6416 `MP4A-LATM` with the StreamMuxConfig out of band (`cpresent=0`), as GStreamer
+/// sends it: each audioMuxElement holds `framesPerElement` frames, each behind its length in bytes
+/// (as many 255s as it takes, then a byte below 255). An element larger than a packet comes in
+/// fragments with one timestamp, the last with the marker bit.
+public struct LATMDepacketizer: Sendable {
+    public let framesPerElement: Int
+    public let samplesPerFrame: UInt32
+    /// Eight channels at AAC's largest frame (6144 bits each) fit several times over.
+    public static let maximumElementBytes = 16 * 1024
+    private var partial: [UInt8] = []
+    private var partialTimestamp: UInt32 = 0
+
+    public init(framesPerElement: Int, samplesPerFrame: UInt32 = 1024) {
+        self.framesPerElement = max(1, framesPerElement)
+        self.samplesPerFrame = samplesPerFrame
+    }
+
+    public mutating func push(_ packet: RTPPacket, lostBefore: Bool = false) -> [AACDepacketizer.Frame] {
+        if lostBefore { partial = [] }
+        // A sender that never sets the marker still ends an element with a new timestamp.
+        var frames = !partial.isEmpty && packet.timestamp != partialTimestamp ? takeElement() : []
+        if partial.isEmpty { partialTimestamp = packet.timestamp }
+        guard partial.count + packet.payload.readableBytes <= Self.maximumElementBytes else {
+            partial = []
+            return frames
+        }
+        partial += packet.payload.readableBytesView
+        if packet.marker { frames += takeElement() }
+        return frames
+    }
+
+    private mutating func takeElement() -> [AACDepacketizer.Frame] {
+        defer { partial = [] }
+        var frames: [AACDepacketizer.Frame] = []
+        var index = 0
+        for frame in 0..<framesPerElement {
+            var length = 0
+            while index < partial.count {
+                let byte = partial[index]
+                index += 1
+                length += Int(byte)
+                if byte != 255 { break }
+            }
+            guard length > 0, length <= partial.count - index else { break }
+            frames.append(AACDepacketizer.Frame(timestamp: partialTimestamp &+ UInt32(frame) &* samplesPerFrame,
+                                                data: Array(partial[index..<index + length])))
+            index += length
+        }
+        return frames
+    }
+}

@@ -34,7 +34,8 @@ extension SessionDescription {
     public static let aacSampleRates = 7350...96000
 
     /// Checks, before anything is set up, every number the media path will trust: one H.264 track
-    /// at 90 kHz, a sane frame rate, AAC at a real sample rate and channel count, and a picture no
+    /// at 90 kHz, a sane frame rate, AAC (RFC 3640 or LATM) at a real sample rate and channel
+    /// count with a config the node can read, and a picture no
     /// larger than `maximumPixels` when the SPS is in the SDP. Problems name the media section.
     public func validateForPublishing(maximumPixels: Int) throws(PublishedMediaProblem) {
         let videoTracks = media.filter(\.isH264)
@@ -57,16 +58,24 @@ extension SessionDescription {
                         throw PublishedMediaProblem(415, "\(name): picture \(parsed.width)x\(parsed.height) is larger than the node's limit of \(maximumPixels) pixels")
                     }
                 }
-            } else if section.isAAC {
+            } else if section.isAAC || section.isLATM {
                 guard Self.aacSampleRates.contains(section.clockRate) else {
                     throw PublishedMediaProblem(400, "\(name): AAC sample rate must be \(Self.aacSampleRates.lowerBound)-\(Self.aacSampleRates.upperBound) Hz (got \(section.clockRate))")
                 }
                 if let channels = section.channels, !(1...Self.maximumChannels).contains(channels) {
                     throw PublishedMediaProblem(400, "\(name): AAC channels must be 1-\(Self.maximumChannels) (got \(channels))")
                 }
-                if (section.formatParameters["mode"] ?? "").lowercased() == "aac-hbr" {
+                if section.isAAC, (section.formatParameters["mode"] ?? "").lowercased() == "aac-hbr" {
                     guard let config = section.aacConfig, config.count >= 2, config.count <= 64 else {
                         throw PublishedMediaProblem(400, "\(name): config= must be an AudioSpecificConfig in hex (2-64 bytes)")
+                    }
+                }
+                if section.isLATM {
+                    guard section.formatParameters["cpresent"] == "0" else {
+                        throw PublishedMediaProblem(415, "\(name): MP4A-LATM needs its StreamMuxConfig out of band (cpresent=0 with config=); in-band configs are not supported")
+                    }
+                    guard section.latmConfig != nil else {
+                        throw PublishedMediaProblem(415, "\(name): config= is not an LATM StreamMuxConfig the node takes (version 0, one program and layer, AAC Main/LC/LTP with 1-8 channels)")
                     }
                 }
             }

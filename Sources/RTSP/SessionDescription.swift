@@ -1,3 +1,5 @@
+import MediaCore
+
 /// An SDP session description (RFC 4566), as far as RTSP publishing and playing need it.
 public struct SessionDescription: Sendable, Equatable {
     public struct Media: Sendable, Equatable {
@@ -39,12 +41,32 @@ public struct SessionDescription: Sendable, Equatable {
 
         public var isH264: Bool { encoding.uppercased() == "H264" }
         public var isAAC: Bool { encoding.uppercased() == "MPEG4-GENERIC" }
+        /// AAC in RFC 6416's LATM framing (GStreamer's default).
+        public var isLATM: Bool { encoding.uppercased() == "MP4A-LATM" }
 
         /// The AudioSpecificConfig of an AAC-hbr track (`config=` in hex), nil for anything else.
         public var aacConfig: [UInt8]? {
             guard isAAC, (formatParameters["mode"] ?? "").lowercased() == "aac-hbr", let hex = formatParameters["config"] else { return nil }
+            return Self.bytes(hex: hex)
+        }
+
+        /// The StreamMuxConfig of an LATM track that carries it out of band (`cpresent=0;config=`).
+        public var latmConfig: LATMStreamMuxConfig? {
+            guard isLATM, formatParameters["cpresent"] == "0", let hex = formatParameters["config"], let bytes = Self.bytes(hex: hex) else { return nil }
+            return LATMStreamMuxConfig(bytes)
+        }
+
+        /// AAC this node takes, in either framing: the AudioSpecificConfig and the channel count
+        /// (the rtpmap's, else the config's).
+        public var aacFormat: (config: [UInt8], channels: Int)? {
+            if let config = aacConfig { return (config, channels ?? AudioSpecificConfig(config)?.channels ?? 2) }
+            if let latm = latmConfig { return (latm.audio.bytes, channels ?? latm.audio.channels) }
+            return nil
+        }
+
+        static func bytes(hex: String) -> [UInt8]? {
             let digits = Array(hex.utf8)
-            guard !digits.isEmpty, digits.count % 2 == 0 else { return nil }
+            guard !digits.isEmpty, digits.count % 2 == 0, digits.count <= 512 else { return nil }
             var bytes: [UInt8] = []
             for index in stride(from: 0, to: digits.count, by: 2) {
                 guard let byte = UInt8(String(decoding: digits[index..<index + 2], as: UTF8.self), radix: 16) else { return nil }

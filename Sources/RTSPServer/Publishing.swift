@@ -97,7 +97,7 @@ public final class RelaySink: PublishSink {
 struct IncomingTrack {
     enum Kind {
         case video(H264Depacketizer)
-        case audio(AACDepacketizer, AudioFormat)
+        case audio(AudioDepacketizer, AudioFormat)
         case unsupported
     }
 
@@ -119,10 +119,28 @@ struct IncomingTrack {
             let pps = sets.first { ($0.first ?? 0) & 0x1F == 8 }
             kind = .video(H264Depacketizer(sps: sps, pps: pps))
             if let sps, let pps { videoFormat = VideoFormat(sps: sps, pps: pps, frameRate: media.frameRate) }
-        } else if let config = media.aacConfig {
-            kind = .audio(AACDepacketizer(), AudioFormat(sampleRate: media.clockRate, channels: media.channels ?? 2, config: config))
+        } else if let (config, channels) = media.aacFormat {
+            let depacketizer: AudioDepacketizer = media.latmConfig.map { .latm(LATMDepacketizer(framesPerElement: $0.framesPerElement)) } ?? .rfc3640(AACDepacketizer())
+            kind = .audio(depacketizer, AudioFormat(sampleRate: media.clockRate, channels: channels, config: config))
         } else {
             kind = .unsupported
+        }
+    }
+
+    /// AAC frames out of either RTP framing.
+    enum AudioDepacketizer {
+        case rfc3640(AACDepacketizer)
+        case latm(LATMDepacketizer)
+
+        mutating func push(_ packet: RTPPacket, lostBefore: Bool) -> [AACDepacketizer.Frame] {
+            switch self {
+            case var .rfc3640(depacketizer):
+                defer { self = .rfc3640(depacketizer) }
+                return depacketizer.push(packet, lostBefore: lostBefore)
+            case var .latm(depacketizer):
+                defer { self = .latm(depacketizer) }
+                return depacketizer.push(packet, lostBefore: lostBefore)
+            }
         }
     }
 

@@ -216,14 +216,18 @@ func probePackets(_ url: String, transport: String = "tcp", seconds: Int) throws
         #expect(playlist.hasSuffix("#EXT-X-ENDLIST\n"))
     }
 
-    @Test func gstreamerPublishesToAJobAndPlaysAVariant() throws {
+    /// rtspclientsink sends AAC as RFC 6416 MP4A-LATM (its StreamMuxConfig in the SDP), not as
+    /// mpeg4-generic: the node takes both, so a GStreamer publisher's sound reaches every rung.
+    @Test func gstreamerPublishesVideoAndLATMAudioToAJobAndPlaysAVariant() throws {
         let node = try LiveTestNode()
         let publisher = Process()
         publisher.executableURL = URL(fileURLWithPath: "/usr/bin/gst-launch-1.0")
-        publisher.arguments = ["-q", "videotestsrc", "is-live=true", "num-buffers=450", "!", "video/x-raw,width=1280,height=720,framerate=30/1",
+        publisher.arguments = ["-q", "rtspclientsink", "name=sink", "location=\(node.url("live/stream1_1"))", "user-id=user", "user-pw=pass",
+                               "videotestsrc", "is-live=true", "num-buffers=450", "!", "video/x-raw,width=1280,height=720,framerate=30/1",
                                "!", "x264enc", "tune=zerolatency", "key-int-max=60", "bitrate=2000", "!", "video/x-h264,profile=high",
-                               "!", "h264parse", "!", "rtspclientsink", "location=\(node.url("live/stream1_1"))",
-                               "user-id=user", "user-pw=pass"]
+                               "!", "h264parse", "!", "sink.",
+                               "audiotestsrc", "is-live=true", "wave=sine", "!", "audio/x-raw,rate=48000,channels=1",
+                               "!", "avenc_aac", "!", "aacparse", "!", "sink."]
         publisher.standardOutput = FileHandle.nullDevice
         publisher.standardError = FileHandle.nullDevice
         try publisher.run()
@@ -232,6 +236,20 @@ func probePackets(_ url: String, transport: String = "tcp", seconds: Int) throws
         let playback = try playWithRTSPSource(node.url("live/stream1_3"), protocols: "tcp", pictures: 45,
                                               decode: ["h264parse", "!", "avdec_h264", "!", "videoconvert", "!", "video/x-raw,width=640,height=360"])
         #expect(playback.played(45), "rtspsrc: \(playback.summary)")
+
+        // The lowest rung, as ffmpeg records it: mono 48 kHz AAC that decodes without an error.
+        let scratch = try ScratchFolder("latm")
+        let file = scratch.url.appendingPathComponent("rung.mkv").path
+        let recorded = try runProcess("ffmpeg", ["-hide_banner", "-v", "error", "-rtsp_transport", "tcp", "-i", node.url("live/stream1_3"),
+                                                 "-t", "3", "-c", "copy", "-y", file], timeout: 30)
+        try #require(recorded.status == 0, "\(recorded.stderr)")
+        let audio = try runProcess("ffprobe", ["-v", "error", "-select_streams", "a", "-count_packets",
+                                               "-show_entries", "stream=codec_name,sample_rate,channels,nb_read_packets", "-of", "csv=p=0", file])
+        let fields = audio.stdout.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: ",")
+        #expect(fields.prefix(3) == ["aac", "48000", "1"], "audio of the rung: \(audio.stdout)")
+        #expect((fields.last.flatMap { Int($0) } ?? 0) > 100, "3 s of 48 kHz AAC is about 140 frames: \(audio.stdout)")
+        let decoded = try runProcess("ffmpeg", ["-hide_banner", "-v", "error", "-i", file, "-map", "0:a", "-f", "null", "-"])
+        #expect(decoded.status == 0 && decoded.stderr.isEmpty, "\(decoded.stderr.prefix(300))")
     }
 
     @Test func publisherNotificationsBecomeJobEvents() throws {

@@ -127,6 +127,21 @@ import Testing
         #expect(problem.description.contains("config"))
     }
 
+    @Test func anLATMTrackIsTakenWithItsConfigOutOfBandAndRefusedWithItInBand() throws {
+        let gstreamer = "m=audio 0 RTP/AVP 99\r\na=rtpmap:99 MP4A-LATM/44100\r\na=fmtp:99 cpresent=0;config=40002410adca00\r\n"
+        #expect(try Self.publishing("", audio: gstreamer) == nil)
+        let media = try SessionDescription.parse("v=0\r\n" + gstreamer).media[0]
+        let format = try #require(media.aacFormat)
+        #expect(format.channels == 1 && format.config == [0x12, 0x08, 0x56, 0xE5, 0x00], "the config's channels when the rtpmap has none")
+
+        let inBand = try #require(try Self.publishing("", audio: "m=audio 0 RTP/AVP 99\r\na=rtpmap:99 MP4A-LATM/44100\r\na=fmtp:99 cpresent=1\r\n"))
+        #expect(inBand.status == 415 && inBand.description.contains("SDP media 2") && inBand.description.contains("cpresent=0"))
+        let unreadable = try #require(try Self.publishing("", audio: "m=audio 0 RTP/AVP 99\r\na=rtpmap:99 MP4A-LATM/44100\r\na=fmtp:99 cpresent=0;config=c000\r\n"))
+        #expect(unreadable.status == 415 && unreadable.description.contains("StreamMuxConfig"))
+        let slow = try #require(try Self.publishing("", audio: "m=audio 0 RTP/AVP 99\r\na=rtpmap:99 MP4A-LATM/4000\r\na=fmtp:99 cpresent=0;config=40002410\r\n"))
+        #expect(slow.description.contains("sample rate"))
+    }
+
     @Test func twoVideoTracksOrNoneAreRefused() throws {
         let none = try SessionDescription.parse("v=0\r\nm=audio 0 RTP/AVP 0\r\n")
         #expect(throws: PublishedMediaProblem.self) { try none.validateForPublishing(maximumPixels: 1 << 30) }
