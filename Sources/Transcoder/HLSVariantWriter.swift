@@ -165,6 +165,11 @@ final class HLSVariantWriter {
                 if removed.discontinuity { discontinuitySequence += 1 }
                 // Players may still be fetching it; removing a segment well behind the window is safe.
                 try? FileManager.default.removeItem(at: directory.appendingPathComponent(removed.uri))
+                // So is an init segment no segment left in the window needs (a publisher that
+                // changes size now and then would otherwise leave one per change).
+                if let map = removed.mapURI, map != currentMap, !segments.contains(where: { $0.mapURI == map }) {
+                    try? FileManager.default.removeItem(at: directory.appendingPathComponent(map))
+                }
             }
             try? writePlaylist(ended: false)
         }

@@ -48,6 +48,8 @@ struct Ingest {
     private var heldVideo: (packet: Packet, arrival: UInt64?)?
     /// One frame at the source's nominal rate, in the video time base: frames carry no duration of their own.
     private let frameDuration: MediaTime
+    /// The parameter sets the passed-through top's outputs were opened (or last re-opened) with.
+    private var topParameterSets: (sps: [UInt8], pps: [UInt8])?
 
     init(source: any PacketReader, video: StreamInfo, audio: AudioTrack?, decoder: VideoDecoder, pipelines: [VariantPipeline],
          grid: KeyframeGrid, started: DispatchTime, progress: ((JobProgress) -> Void)?, cancellation: Cancellation,
@@ -65,6 +67,8 @@ struct Ingest {
         self.logger = logger
         self.frameDuration = MediaTime(seconds: 1 / LadderJob.plausibleFrameRate(video.frameRate), timeBase: video.timeBase)
         self.timelineEnd = .zero(video.timeBase)
+        let sets = H264.parameterSets(fromExtradata: video.parameters.extradata)
+        if let sps = sets.sps.first, let pps = sets.pps.first { topParameterSets = (sps, pps) }
     }
 
     private var followsSource: Bool {
@@ -185,6 +189,9 @@ struct Ingest {
         // reference, because its queue's muxer rewrites the packet while the decoder reads it.
         if let passthrough {
             do {
+                if packet.isKeyframe, let parameters = try newParameterSets(in: packet) {
+                    passthrough.submit(.changeFormat(parameters, timeBase: video.timeBase, time: MediaTime(ticks: packet.pts, timeBase: video.timeBase)))
+                }
                 passthrough.submit(.packet(try packet.reference(), decision))
             } catch {
                 throw .failed(error.description)
@@ -197,6 +204,35 @@ struct Ingest {
             decodeErrors += 1
         }
         try drainDecoder(encoders: encoders)
+    }
+
+    /// Parameter sets a keyframe carries in-band (Annex B: RTSP, MPEG-TS) that differ from the
+    /// top's: a publisher that changed its picture size or profile mid-stream. The decoder follows
+    /// by itself, but the passed-through top's fMP4 init segment and its players' SDP hold the old
+    /// ones, so it gets new outputs (`changeFormat`: a new init segment and a discontinuity).
+    private mutating func newParameterSets(in packet: Packet) throws(FFmpegError) -> CodecParameters? {
+        guard packet.pts != noTimestamp else { return nil }
+        let sets: (sps: [UInt8]?, pps: [UInt8]?) = packet.withBytes { bytes in
+            guard bytes.starts(with: [0, 0, 1]) || bytes.starts(with: [0, 0, 0, 1]) else { return (nil, nil) }
+            var sps: [UInt8]?
+            var pps: [UInt8]?
+            for unit in H264.annexBUnits(bytes) {
+                switch (unit.first ?? 0) & 0x1F {
+                case H264.NALType.sps.rawValue where sps == nil: sps = Array(unit)
+                case H264.NALType.pps.rawValue where pps == nil: pps = Array(unit)
+                default: break
+                }
+            }
+            return (sps, pps)
+        }
+        guard let sps = sets.sps, let pps = sets.pps, let parsed = H264SPS(sps) else { return nil }
+        if let current = topParameterSets, current.sps == sps, current.pps == pps { return nil }
+        let first = topParameterSets == nil
+        topParameterSets = (sps, pps)
+        // Extradata that was empty (sets only in-band) is filled by the top's own first keyframe.
+        guard !first else { return nil }
+        logger.info("publisher changed its parameter sets", metadata: ["size": "\(parsed.width)x\(parsed.height)"])
+        return try CodecParameters.h264(width: parsed.width, height: parsed.height, extradata: H264.annexB([sps, pps]))
     }
 
     private mutating func handleAudio(_ packet: Packet) {

@@ -339,6 +339,56 @@ func probePackets(_ url: String, transport: String = "tcp", seconds: Int) throws
         withExtendedLifetime(work) {}
     }
 
+    /// A publisher that changes its picture size mid-publish, as an adaptive phone encoder does:
+    /// the new parameter sets come in-band with a keyframe. The passed-through top's HLS gets a new
+    /// init segment and a discontinuity each time, so every segment decodes with its own map.
+    @Test func aPublisherThatChangesSizeMidPublishGetsANewInitSegmentOnTheTop() throws {
+        let work = try ScratchFolder("resize")
+        for (name, size) in [("wide", "1280x720"), ("narrow", "960x540")] {
+            let made = try runProcess("ffmpeg", ["-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=\(size):rate=30:duration=3",
+                                                 "-c:v", "libx264", "-preset", "veryfast", "-bf", "0", "-g", "30", "-b:v", "1500k",
+                                                 work.url.appendingPathComponent("\(name).ts").path])
+            try #require(made.status == 0, "\(made.stderr)")
+        }
+        let source = work.url.appendingPathComponent("resizing.ts").path
+        let parts = ["wide", "narrow", "wide"].map { work.url.appendingPathComponent("\($0).ts").path }.joined(separator: "|")
+        let joined = try runProcess("ffmpeg", ["-hide_banner", "-loglevel", "error", "-y", "-i", "concat:\(parts)", "-c", "copy", source])
+        try #require(joined.status == 0, "\(joined.stderr)")
+        let node = try LiveTestNode(grace: 1)
+        let publisher = try FFmpegPublisher(url: node.publishURL("live/stream1_1"), transport: "tcp", seconds: 9, input: source)
+        try #require(node.waitUntilPlayable(["live/stream1_1", "live/stream1_3"]), "\(publisher.errorText)")
+        #expect(waitForExit(publisher.process, timeout: 30))
+        let job = try #require(node.node.job("live/stream1"))
+        #expect(job.waitUntilEnded(timeout: 20))
+        #expect(job.status.variants.first?.passthrough == true)
+
+        let folder = node.hls("stream1_1")
+        let playlist = try PlaylistChecker.media(String(contentsOf: folder.appendingPathComponent("index.m3u8"), encoding: .utf8))
+        var sizes: Set<String> = []
+        for segment in playlist.segments {
+            let map = segment.map ?? "init.mp4"
+            let file = work.url.appendingPathComponent("segment.mp4")
+            try (Data(contentsOf: folder.appendingPathComponent(map)) + Data(contentsOf: folder.appendingPathComponent(segment.uri))).write(to: file)
+            // What the map declares (its sample entry, all a strict MSE player reads) must be what
+            // the segment's pictures are.
+            let declared = try runProcess("ffprobe", ["-v", "error", "-select_streams", "v", "-show_entries", "stream=width,height", "-of", "csv=p=0",
+                                                      folder.appendingPathComponent(map).path])
+            let pictures = try runProcess("ffprobe", ["-v", "error", "-select_streams", "v", "-read_intervals", "%+#1", "-show_entries", "frame=width,height",
+                                                      "-of", "csv=p=0", file.path])
+            func widthAndHeight(_ csv: String) -> String { csv.split(whereSeparator: { $0 == "," || $0.isNewline }).prefix(2).joined(separator: ",") }
+            let size = widthAndHeight(pictures.stdout)
+            #expect(widthAndHeight(declared.stdout) == size, "\(segment.uri) is \(size), its map \(map) says \(declared.stdout)")
+            sizes.insert(size)
+            let decoded = try runProcess("ffmpeg", ["-hide_banner", "-v", "error", "-i", file.path, "-f", "null", "-"])
+            #expect(decoded.status == 0 && decoded.stderr.isEmpty, "\(segment.uri) with \(map): \(decoded.stderr.prefix(300))")
+        }
+        #expect(sizes == ["1280,720", "960,540"], "segment sizes: \(sizes)")
+        // Init segments the window no longer needs are gone.
+        let inits = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasPrefix("init") }
+        let referenced = Set(playlist.segments.compactMap(\.map))
+        #expect(Set(inits).isSubset(of: referenced), "\(inits) against \(referenced)")
+    }
+
     /// RTSP publishers seldom state their frame rate, so the node judges it from the timestamps.
     /// Encoders opened at a guessed 30 fps spent a 50 fps rung's budget 5/3 too fast, and the
     /// playlists said 30.

@@ -11,6 +11,8 @@ public struct PlaylistChecker {
     public struct MediaSegment: Sendable {
         public var duration: Double
         public var uri: String
+        /// The EXT-X-MAP in effect for this segment.
+        public var map: String?
     }
 
     public enum Problem: Error, CustomStringConvertible {
@@ -108,7 +110,7 @@ public struct PlaylistChecker {
                 ended = true
             } else if !line.hasPrefix("#") {
                 guard let duration = pendingDuration else { throw Problem.invalid("URI without EXTINF") }
-                segments.append(MediaSegment(duration: duration, uri: line))
+                segments.append(MediaSegment(duration: duration, uri: line, map: map))
                 pendingDuration = nil
             }
         }
