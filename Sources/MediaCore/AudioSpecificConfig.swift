@@ -48,8 +48,7 @@ public struct AudioSpecificConfig: Sendable, Hashable {
         self.sampleRate = sampleRate
         channels = channelConfiguration == 7 ? 8 : channelConfiguration
         var copy = BitReader(source)
-        _ = copy.bits(start % 32)
-        for _ in 0..<(start / 32) { _ = copy.bits(32) }
+        guard copy.skip(start) else { return nil }
         var length = reader.position - start
         var config: [UInt8] = []
         while length > 0 {

@@ -27,7 +27,6 @@ public struct FrameRateEstimate: Sendable {
         times.reserveCapacity(Self.capacity)
     }
 
-    public var count: Int { times.count }
     public var isComplete: Bool { times.count >= Self.capacity }
 
     public mutating func add(presentationTicks: Int64) {

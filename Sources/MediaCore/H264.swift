@@ -71,10 +71,15 @@ public enum H264 {
     /// length-prefixed (4 bytes) otherwise; nil when it is neither.
     @inlinable
     public static func accessUnitNALUnits<Bytes: RandomAccessCollection<UInt8>>(_ bytes: Bytes) -> [Bytes.SubSequence]? where Bytes.Index == Int {
+        isAnnexB(bytes) ? annexBUnits(bytes) : lengthPrefixedUnits(bytes)
+    }
+
+    /// Whether the bytes start with a start code (Annex B) rather than a length prefix.
+    @inlinable
+    public static func isAnnexB<Bytes: RandomAccessCollection<UInt8>>(_ bytes: Bytes) -> Bool where Bytes.Index == Int {
         let start = bytes.startIndex
-        let isAnnexB = bytes.count >= 3 && bytes[start] == 0 && bytes[start + 1] == 0
+        return bytes.count >= 3 && bytes[start] == 0 && bytes[start + 1] == 0
             && (bytes[start + 2] == 1 || (bytes.count >= 4 && bytes[start + 2] == 0 && bytes[start + 3] == 1))
-        return isAnnexB ? annexBUnits(bytes) : lengthPrefixedUnits(bytes)
     }
 
     /// SPS and PPS NAL units from codec extradata, in either avcC (ISO/IEC 14496-15) or Annex B form.
@@ -82,7 +87,13 @@ public enum H264 {
         if let record = AVCDecoderConfigurationRecord(extradata) {
             return (record.sequenceParameterSets, record.pictureParameterSets)
         }
-        let units = annexBUnits(extradata)
+        return parameterSets(inAnnexB: extradata)
+    }
+
+    /// SPS and PPS NAL units among Annex B bytes: extradata, or an access unit that carries them in-band.
+    public static func parameterSets<Bytes: RandomAccessCollection<UInt8>>(inAnnexB bytes: Bytes) -> (sps: [[UInt8]], pps: [[UInt8]])
+    where Bytes.Index == Int {
+        let units = annexBUnits(bytes)
         return (units.filter { $0.first.map { $0 & 0x1F } == NALType.sps.rawValue }.map(Array.init),
                 units.filter { $0.first.map { $0 & 0x1F } == NALType.pps.rawValue }.map(Array.init))
     }

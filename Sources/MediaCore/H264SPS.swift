@@ -125,6 +125,13 @@ struct BitReader {
         return value
     }
 
+    /// Moves `count` bits on; false (and no move) past the end.
+    mutating func skip(_ count: Int) -> Bool {
+        guard count >= 0, position + count <= bytes.count * 8 else { return false }
+        position += count
+        return true
+    }
+
     mutating func unsignedExpGolomb() -> Int? {
         var zeros = 0
         while let bit = bits(1), bit == 0 {

@@ -8,6 +8,11 @@ public struct Rational: Sendable, Hashable, CustomStringConvertible {
         self.denominator = denominator
     }
 
+    /// A frame rate given in frames per second, to a thousandth (29.97 is 29970/1000).
+    public init(framesPerSecond rate: Double) {
+        self.init(Int32((rate * 1000).rounded()), 1000)
+    }
+
     public var isValid: Bool { numerator > 0 && denominator > 0 }
     public var doubleValue: Double { isValid ? Double(numerator) / Double(denominator) : 0 }
     public var description: String { "\(numerator)/\(denominator)" }

@@ -212,20 +212,8 @@ struct Ingest {
     /// ones, so it gets new outputs (`changeFormat`: a new init segment and a discontinuity).
     private mutating func newParameterSets(in packet: Packet) throws(FFmpegError) -> CodecParameters? {
         guard packet.pts != noTimestamp else { return nil }
-        let sets: (sps: [UInt8]?, pps: [UInt8]?) = packet.withBytes { bytes in
-            guard bytes.starts(with: [0, 0, 1]) || bytes.starts(with: [0, 0, 0, 1]) else { return (nil, nil) }
-            var sps: [UInt8]?
-            var pps: [UInt8]?
-            for unit in H264.annexBUnits(bytes) {
-                switch (unit.first ?? 0) & 0x1F {
-                case H264.NALType.sps.rawValue where sps == nil: sps = Array(unit)
-                case H264.NALType.pps.rawValue where pps == nil: pps = Array(unit)
-                default: break
-                }
-            }
-            return (sps, pps)
-        }
-        guard let sps = sets.sps, let pps = sets.pps, let parsed = H264SPS(sps) else { return nil }
+        let sets = packet.withBytes { H264.isAnnexB($0) ? H264.parameterSets(inAnnexB: $0) : (sps: [], pps: []) }
+        guard let sps = sets.sps.first, let pps = sets.pps.first, let parsed = H264SPS(sps) else { return nil }
         if let current = topParameterSets, current.sps == sps, current.pps == pps { return nil }
         let first = topParameterSets == nil
         topParameterSets = (sps, pps)

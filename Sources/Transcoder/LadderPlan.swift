@@ -32,7 +32,7 @@ struct LadderPlan {
     /// One pipeline per variant, in ladder order: the top passed through or encoded, the rest encoded.
     func makePipelines(ladder: Ladder, video: StreamInfo, output: (Variant) -> VariantOutput) throws -> [VariantPipeline] {
         let rate = video.frameRate.isValid && video.frameRate.doubleValue == frameRate
-            ? video.frameRate : Rational(Int32((frameRate * 1000).rounded()), 1000)
+            ? video.frameRate : Rational(framesPerSecond: frameRate)
         return try ladder.variants.map { variant in
             let work: VariantPipeline.Work
             if passthroughTop, variant.level == ladder.top.level {

@@ -366,7 +366,7 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
             // Encoders open once, at the first session's rate; a resumed session keeps it.
             let rate = pipelines.isEmpty ? source.videoFrameRate(waitingUpTo: Self.frameRateWait) : outputFrameRate.load(ordering: .relaxed)
             if let rate, rate > 0 {
-                video.frameRate = Rational(Int32((rate * 1000).rounded()), 1000)
+                video.frameRate = Rational(framesPerSecond: rate)
                 withShared { $0.sourceFormat?.frameRate = rate }
             }
         }

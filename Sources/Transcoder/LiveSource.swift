@@ -53,7 +53,7 @@ public final class LiveSource: PacketReader, @unchecked Sendable {
         frameTicks = Int64((90000 / (statedFrameRate ?? 30)).rounded())
         var streams = [StreamInfo(
             index: 0, kind: .video, codecName: "h264", timeBase: Self.videoTimeBase, width: parsed.width, height: parsed.height,
-            frameRate: frameRate.map { Rational(Int32(($0 * 1000).rounded()), 1000) } ?? Rational(0, 0), bitRate: 0, frameCount: 0,
+            frameRate: frameRate.map { Rational(framesPerSecond: $0) } ?? Rational(0, 0), bitRate: 0, frameCount: 0,
             parameters: try CodecParameters.h264(width: parsed.width, height: parsed.height, extradata: H264.annexB([sps, pps])))]
         if let audio {
             streams.append(StreamInfo(

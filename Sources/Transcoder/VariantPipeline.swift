@@ -273,9 +273,8 @@ final class VariantPipeline: @unchecked Sendable {
                 guard packet.isKeyframe else { return }
                 if parameters.extradata.isEmpty {
                     // MPEG-TS and RTSP sources carry SPS/PPS in-band; MP4 needs them in the header.
-                    let units = H264.annexBUnits(packet.bytes)
-                    let sets = units.filter { [7, 8].contains(($0.first ?? 0) & 0x1F) }.map(Array.init)
-                    try parameters.setExtradata(H264.annexB(sets))
+                    let sets = packet.withBytes { H264.parameterSets(inAnnexB: $0) }
+                    try parameters.setExtradata(H264.annexB(sets.sps + sets.pps))
                 }
                 try output.open(video: parameters, timeBase: timeBase)
             }
