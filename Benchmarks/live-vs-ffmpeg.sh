@@ -4,6 +4,9 @@
 # veryfast/zerolatency, the node's settings). For each side it measures CPU over a steady window
 # and reports cores per real-time job; for the node also drops, encoded rungs' fps, added latency
 # p50/p99 per rung (publisher arrival to sent), first-frame time for a new player, RSS per job.
+# A third side, the same ffmpeg ladder with one thread everywhere, measures the library floor:
+# what the decoder, the scalers and x264 cost at these settings with almost nothing around
+# them, so ffmpeg/floor is the best ratio any program doing the same library work could reach.
 #
 #   Benchmarks/live-vs-ffmpeg.sh [N...]     (default: 1 2 4; ./abr bench live runs it)
 #
@@ -12,7 +15,8 @@
 #
 # Environment: NODE_ARGS (extra `serve` arguments, e.g. --no-load-shedding), WORKER (an abr-worker
 # binary to measure instead of building this tree's, for before/after runs), REPEAT (runs per N,
-# default 1; with more, medians per N follow the table), ALIGNED, SECONDS_PER_RUN
+# default 1; with more, medians per N follow the table), ALIGNED, FLOOR (default 1: also run
+# the single-threaded library floor, see ffmpeg_side; 0 skips it), SECONDS_PER_RUN
 # (default 60: 25 s warm-up, then the measured window). Drops and shed
 # frames are counted in the measured window; latency percentiles cover the node's last 1000
 # pictures per rung (about 33 s), so mostly the window too.
@@ -90,6 +94,35 @@ stagger() { # n
   [ "${ALIGNED:-0}" = 1 ] || sleep "$(python3 -c "print(2 / $1)")"
 }
 
+# N ffmpeg processes doing the ladder in real time, started as the publishers are; prints their
+# cores per job over the measured window and the slowest one's speed. Extra arguments go before
+# the input (`-threads 1 -filter_complex_threads 1` makes the single-threaded library floor: the
+# decoder, the scalers and each x264 on one thread, as the node runs them when it holds two or
+# more jobs, with nothing else around them but ffmpeg's own small plumbing).
+ffmpeg_side() { # n [ffmpeg options...]
+  local n=$1; shift
+  local ffmpegs=() i before after started ended speeds
+  for i in $(seq 1 "$n"); do
+    ffmpeg -hide_banner -loglevel error -stats_period 1 -progress "$work/ffmpeg$i.progress" "$@" -re -stream_loop -1 -i "$clip" -t "$run_seconds" \
+      -filter_complex "[0:v]split=2[s2][s3];[s2]scale=854:480:flags=bicubic[v2];[s3]scale=640:360:flags=bicubic[v3]" \
+      -map 0:v -map 0:a -c copy -f null - \
+      -map "[v2]" -map 0:a -c:a copy "${x264[@]}" "$@" -b:v 1000k -maxrate 1000k -bufsize 1000k -f null - \
+      -map "[v3]" -map 0:a -c:a copy "${x264[@]}" "$@" -b:v 600k -maxrate 600k -bufsize 600k -f null - </dev/null >/dev/null 2>&1 &
+    ffmpegs+=($!)
+    stagger "$n"
+  done
+  sleep "$warmup"
+  before=$(cpu_ticks "${ffmpegs[@]}")
+  started=$(date +%s.%N)
+  sleep $((run_seconds - warmup - 5))
+  after=$(cpu_ticks "${ffmpegs[@]}")
+  ended=$(date +%s.%N)
+  speeds=$(for i in $(seq 1 "$n"); do grep '^speed=' "$work/ffmpeg$i.progress" | tail -n 1 | tr -dc '0-9.'; echo; done | sort -n | head -n 1)
+  for pid in "${ffmpegs[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait "${ffmpegs[@]}" 2>/dev/null || true
+  python3 -c "print(f'{($after - $before) / $hz / ($ended - $started) / $n:.3f} ${speeds:-nan}')"
+}
+
 results=()
 # Each N runs REPEAT times, the Ns taking turns, so a slow spell on the shared machine falls on
 # different Ns rather than all of one.
@@ -153,40 +186,33 @@ PY
   wait 2>/dev/null || true
 
   echo "== N=$n: ffmpeg per stream" >&2
-  ffmpegs=()
-  for i in $(seq 1 "$n"); do
-    ffmpeg -hide_banner -loglevel error -stats_period 1 -progress "$work/ffmpeg$i.progress" -re -stream_loop -1 -i "$clip" -t "$run_seconds" \
-      -filter_complex "[0:v]split=2[s2][s3];[s2]scale=854:480:flags=bicubic[v2];[s3]scale=640:360:flags=bicubic[v3]" \
-      -map 0:v -map 0:a -c copy -f null - \
-      -map "[v2]" -map 0:a -c:a copy "${x264[@]}" -b:v 1000k -maxrate 1000k -bufsize 1000k -f null - \
-      -map "[v3]" -map 0:a -c:a copy "${x264[@]}" -b:v 600k -maxrate 600k -bufsize 600k -f null - </dev/null >/dev/null 2>&1 &
-    ffmpegs+=($!)
-    stagger "$n"
-  done
-  sleep "$warmup"
-  before=$(cpu_ticks "${ffmpegs[@]}")
-  started=$(date +%s.%N)
-  sleep $((run_seconds - warmup - 5))
-  after=$(cpu_ticks "${ffmpegs[@]}")
-  ended=$(date +%s.%N)
-  speeds=$(for i in $(seq 1 "$n"); do grep '^speed=' "$work/ffmpeg$i.progress" | tail -n 1 | tr -dc '0-9.'; echo; done | sort -n | head -n 1)
-  for pid in "${ffmpegs[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  ffmpeg_cores=$(python3 -c "print(f'{($after - $before) / $hz / ($ended - $started) / $n:.3f}')")
-  results+=("$n $node_line $ffmpeg_cores ${speeds:-nan}")
-  echo "   node: $node_line | ffmpeg: $ffmpeg_cores ${speeds:-nan}" >&2
+  ffmpeg_line=$(ffmpeg_side "$n")
+  floor_line="nan nan"
+  if [ "${FLOOR:-1}" = 1 ]; then
+    echo "== N=$n: ffmpeg per stream, one thread everywhere (the library floor)" >&2
+    floor_line=$(ffmpeg_side "$n" -threads 1 -filter_complex_threads 1)
+  fi
+  read -r ffmpeg_cores speeds <<<"$ffmpeg_line"
+  results+=("$n $node_line $ffmpeg_line $floor_line")
+  echo "   node: $node_line | ffmpeg: $ffmpeg_line | floor: $floor_line" >&2
 done
 
 echo
 printf '%s\n' "${results[@]}" | python3 -c '
 import statistics, sys
 rows = [line.split() for line in sys.stdin if line.strip()]
-print("| N | node cores/job | ffmpeg cores/job | ffmpeg/node | node drops | node shed frames | slowest rung fps | added latency p50/p99 (ms) | first frame (ms) | node RSS/job (MB) | slowest ffmpeg speed |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+print("| N | node cores/job | ffmpeg cores/job | ffmpeg/node | library floor cores/job | ffmpeg/floor | node drops | node shed frames | slowest rung fps | added latency p50/p99 (ms) | first frame (ms) | node RSS/job (MB) | slowest ffmpeg speed |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 by_n = {}
-for n, cores, drops, shed, fps, p50, p99, rss, first, ffmpeg, speed in rows:
-    ratio = float(ffmpeg) / float(cores) if float(cores) > 0 else float("nan")
-    print(f"| {n} | {cores} | {ffmpeg} | {ratio:.2f}× | {drops} | {shed} | {fps} | {p50} / {p99} | {first} | {rss} | {speed}× |")
+def ratio_of(a, b):
+    return float(a) / float(b) if b != "nan" and float(b) > 0 else float("nan")
+for n, cores, drops, shed, fps, p50, p99, rss, first, ffmpeg, speed, floor, floor_speed in rows:
+    ratio = ratio_of(ffmpeg, cores)
+    # The floor only counts when it kept real time: behind, it is capped by the machine, not by its work.
+    floor_ok = floor_speed != "nan" and float(floor_speed) >= 0.99
+    floor_cell = floor if floor == "nan" or floor_ok else f"{floor} (speed {floor_speed}×)"
+    floor_ratio = f"{ratio_of(ffmpeg, floor):.2f}×" if floor_ok else "–"
+    print(f"| {n} | {cores} | {ffmpeg} | {ratio:.2f}× | {floor_cell} | {floor_ratio} | {drops} | {shed} | {fps} | {p50} / {p99} | {first} | {rss} | {speed}× |")
     # Sustained: nothing dropped or shed and every rung at the source rate; ffmpeg: kept real time.
     node_ok = int(drops) == 0 and int(shed) == 0 and float(fps) >= 29.5
     ffmpeg_ok = speed != "nan" and float(speed or 0) >= 0.99
