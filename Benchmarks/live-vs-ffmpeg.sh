@@ -177,7 +177,11 @@ fps = min(((frames1[k] - frames0.get(k, 0)) / wall for k in frames1), default=0)
 rungs = [v for j in last for v in j.get("variants", []) if v.get("abrLevel", 1) > 1]
 p50 = max((v.get("latencyP50Ms") or 0 for v in rungs), default=0)
 p99 = max((v.get("latencyP99Ms") or 0 for v in rungs), default=0)
-print(f"{cores / n:.3f} {drops1 - drops0} {shed1 - shed0} {fps:.1f} {p50:.0f} {p99:.0f} {int(sys.argv[9]) / n:.0f} {sys.argv[10]}")
+# Per rung of the ladder: each level's worst p99 over the N jobs (the passed-through top first).
+levels = sorted({v.get("abrLevel", 1) for j in last for v in j.get("variants", [])})
+by_level = "/".join(f'{max((v.get("latencyP99Ms") or 0 for j in last for v in j.get("variants", []) if v.get("abrLevel", 1) == level), default=0):.0f}'
+                    for level in levels) or "nan"
+print(f"{cores / n:.3f} {drops1 - drops0} {shed1 - shed0} {fps:.1f} {p50:.0f} {p99:.0f} {by_level} {int(sys.argv[9]) / n:.0f} {sys.argv[10]}")
 PY
 )
   for pid in "${publishers[@]}"; do kill "$pid" 2>/dev/null || true; done
@@ -201,18 +205,18 @@ echo
 printf '%s\n' "${results[@]}" | python3 -c '
 import statistics, sys
 rows = [line.split() for line in sys.stdin if line.strip()]
-print("| N | node cores/job | ffmpeg cores/job | ffmpeg/node | library floor cores/job | ffmpeg/floor | node drops | node shed frames | slowest rung fps | added latency p50/p99 (ms) | first frame (ms) | node RSS/job (MB) | slowest ffmpeg speed |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+print("| N | node cores/job | ffmpeg cores/job | ffmpeg/node | library floor cores/job | ffmpeg/floor | node drops | node shed frames | slowest rung fps | added latency p50/p99, worst encoded rung (ms) | p99 by level L1/L2/… (ms) | first frame (ms) | node RSS/job (MB) | slowest ffmpeg speed |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 by_n = {}
 def ratio_of(a, b):
     return float(a) / float(b) if b != "nan" and float(b) > 0 else float("nan")
-for n, cores, drops, shed, fps, p50, p99, rss, first, ffmpeg, speed, floor, floor_speed in rows:
+for n, cores, drops, shed, fps, p50, p99, by_level, rss, first, ffmpeg, speed, floor, floor_speed in rows:
     ratio = ratio_of(ffmpeg, cores)
     # The floor only counts when it kept real time: behind, it is capped by the machine, not by its work.
     floor_ok = floor_speed != "nan" and float(floor_speed) >= 0.99
     floor_cell = floor if floor == "nan" or floor_ok else f"{floor} (speed {floor_speed}×)"
     floor_ratio = f"{ratio_of(ffmpeg, floor):.2f}×" if floor_ok else "–"
-    print(f"| {n} | {cores} | {ffmpeg} | {ratio:.2f}× | {floor_cell} | {floor_ratio} | {drops} | {shed} | {fps} | {p50} / {p99} | {first} | {rss} | {speed}× |")
+    print(f"| {n} | {cores} | {ffmpeg} | {ratio:.2f}× | {floor_cell} | {floor_ratio} | {drops} | {shed} | {fps} | {p50} / {p99} | {by_level} | {first} | {rss} | {speed}× |")
     # Sustained: nothing dropped or shed and every rung at the source rate; ffmpeg: kept real time.
     node_ok = int(drops) == 0 and int(shed) == 0 and float(fps) >= 29.5
     ffmpeg_ok = speed != "nan" and float(speed or 0) >= 0.99
