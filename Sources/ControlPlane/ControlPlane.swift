@@ -16,6 +16,11 @@ public final class ControlPlane: Sendable {
         /// Stream Manager 1.0's `accessToken`; the 1.0 API is off when nil.
         public var sm1AccessToken: String?
         public var capacity = CapacityMonitor.Configuration()
+        /// HTTP connections the node holds, in all and per address, and the request timeout.
+        public var httpConnections = HTTPConnectionLimiter.Limits()
+        /// Seconds an HTTP connection may stay open with no request under way (or with a request
+        /// head still arriving) before it is closed.
+        public var httpIdleTimeout: Int64 = 30
 
         public init(credentials: NodeCredentials) {
             self.credentials = credentials
@@ -32,6 +37,8 @@ public final class ControlPlane: Sendable {
     public let metrics: NodeMetrics
     public let tokens: TokenAuthority
     public let hlsFiles: HLSFiles
+    public let httpConnections: HTTPConnectionLimiter
+    let loginThrottle = LoginThrottle()
     let logger: Logger
     private let readiness = Atomic<Bool>(false)
     /// `rtsp://host:port` once the RTSP server listens: links on the status page and in job views.
@@ -62,6 +69,7 @@ public final class ControlPlane: Sendable {
         provisions = ProvisionBook(store: store, node: node)
         tokens = await TokenAuthority(secret: configuration.credentials.jwtSecret, lifetime: configuration.tokenLifetime)
         hlsFiles = HLSFiles(root: nodeConfiguration.dataDirectory.appendingPathComponent("hls"))
+        httpConnections = HTTPConnectionLimiter(limits: configuration.httpConnections)
     }
 
     /// Ready: the RTSP server listens and the node takes publishers (false again while draining).

@@ -15,13 +15,19 @@ import ServiceLifecycle
 public enum HTTPAPI {
     public static let maximumBodyBytes = 1 << 20
 
-    public static func makeRouter(_ plane: ControlPlane) -> Router<BasicRequestContext> {
-        let router = Router(context: BasicRequestContext.self)
+    public static func makeRouter(_ plane: ControlPlane) -> Router<NodeRequestContext> {
+        let router = Router(context: NodeRequestContext.self)
         // Request counts and durations per route pattern (bounded), when metrics are bootstrapped.
         router.add(middleware: MetricsMiddleware())
 
         // MARK: Stream Manager 2.0
-        router.put("/as/v1/auth/login") { request, _ in
+        router.put("/as/v1/auth/login") { request, context in
+            let address = context.clientAddress
+            if let wait = plane.loginThrottle.retryAfter(address, now: LoginThrottle.now()) {
+                var response = error(.tooManyRequests, "too many failed logins from \(address); try again in \(wait) s")
+                response.headers[.retryAfter] = "\(wait)"
+                return response
+            }
             guard let (user, password) = basicCredentials(request) else {
                 return error(.unauthorized, "send the admin user and password with HTTP Basic authentication", challenge: "Basic realm=\"abr-worker\"")
             }
@@ -30,7 +36,8 @@ public enum HTTPAPI {
             let userMatches = constantTimeEquals(user, credentials.adminUser)
             let passwordMatches = constantTimeEquals(password, credentials.adminPassword)
             guard userMatches && passwordMatches else {
-                plane.logger.warning("login refused", metadata: ["user": "\(user)"])
+                plane.loginThrottle.recordFailure(address, now: LoginThrottle.now())
+                plane.logger.warning("login refused", metadata: ["user": "\(user)", "http.address": "\(address)"])
                 return error(.unauthorized, "wrong user or password", challenge: "Basic realm=\"abr-worker\"")
             }
             let token = try await plane.tokens.issue(subject: user)
@@ -167,7 +174,11 @@ public enum HTTPAPI {
     /// The HTTP server as a lifecycle service.
     public static func makeApplication(_ plane: ControlPlane, host: String, port: Int,
                                        onListening: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
-        Application(router: makeRouter(plane), configuration: .init(address: .hostname(host, port: port), serverName: "abr-worker"),
+        let limiter = plane.httpConnections
+        return Application(router: makeRouter(plane),
+                    server: .http1(configuration: .init(additionalChannelHandlers: [HTTPConnectionGuard(limiter: limiter)],
+                                                        idleTimeout: .seconds(plane.configuration.httpIdleTimeout))),
+                    configuration: .init(address: .hostname(host, port: port), serverName: "abr-worker"),
                     onServerRunning: { channel in await onListening(channel.localAddress?.port ?? port) },
                     logger: Logger(label: "abr.http"))
     }
@@ -242,7 +253,7 @@ public enum HTTPAPI {
         }
     }
 
-    static func nodeGroup(_ context: BasicRequestContext) throws -> String {
+    static func nodeGroup(_ context: NodeRequestContext) throws -> String {
         let group = context.parameters.get("nodeGroup") ?? ""
         guard ProvisionBook.isValidNodeGroup(group) else {
             throw HTTPError(.badRequest, message: "node group must be 1 to 64 letters, digits, '.', '_' or '-' (got \(group))")
@@ -251,11 +262,11 @@ public enum HTTPAPI {
     }
 
     /// Stream guids hold slashes (`live/stream1`): the rest of the path, decoded.
-    static func catchAllGuid(_ context: BasicRequestContext) -> String {
+    static func catchAllGuid(_ context: NodeRequestContext) -> String {
         context.parameters.getCatchAll().map { String($0).removingPercentEncoding ?? String($0) }.joined(separator: "/")
     }
 
-    static func sm1Guid(_ request: Request, _ context: BasicRequestContext, _ plane: ControlPlane) throws -> (value: String, refusal: Response?) {
+    static func sm1Guid(_ request: Request, _ context: NodeRequestContext, _ plane: ControlPlane) throws -> (value: String, refusal: Response?) {
         let guid = "\(context.parameters.get("app") ?? "")/\(context.parameters.get("stream") ?? "")"
         guard let expected = plane.configuration.sm1AccessToken else {
             return (guid, error(.notFound, "the Stream Manager 1.0 API is off: set ABR_WORKER_SM1_ACCESS_TOKEN to turn it on"))

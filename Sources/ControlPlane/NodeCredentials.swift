@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 
 /// The admin login and the JWT signing secret. Each comes from the environment
@@ -77,10 +78,7 @@ public struct NodeCredentials: Sendable, Equatable {
 
 /// Equal-length, data-independent comparison: a wrong password or token takes as long whatever it shares.
 func constantTimeEquals(_ a: String, _ b: String) -> Bool {
-    let x = Array(a.utf8), y = Array(b.utf8)
-    var difference = UInt8(truncatingIfNeeded: x.count ^ y.count)
-    for index in 0..<max(x.count, y.count) {
-        difference |= (index < x.count ? x[index] : 0) ^ (index < y.count ? y[index] : 0)
-    }
-    return difference == 0
+    // swift-crypto compares digests in constant time; equal digests mean equal strings, and the
+    // time taken says nothing about either length or where they differ.
+    SHA256.hash(data: Array(a.utf8)) == SHA256.hash(data: Array(b.utf8))
 }

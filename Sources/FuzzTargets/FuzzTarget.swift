@@ -58,7 +58,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// The first byte chooses how the input is cut into reads, as TCP would deliver it.
     static func rtspMessage(_ bytes: [UInt8]) {
         guard let first = bytes.first else { return }
-        let parser = RTSPMessageParser()
+        var parser = RTSPMessageParser()
         var buffer = ByteBuffer()
         for chunk in bytes.dropFirst().chunks(of: Int(first % 32) + 1) {
             buffer.writeBytes(chunk)
@@ -220,7 +220,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     static func rtspAuthorization(_ bytes: [UInt8]) {
         let header = String(decoding: bytes, as: UTF8.self)
         _ = RTSPAuthorization(parsing: header)
-        _ = authenticator.verify(header, method: "ANNOUNCE", credentials: StreamCredentials(username: "user", password: "pass"), now: 1 << 32)
+        _ = authenticator.verify(header, method: "ANNOUNCE", requestURI: "rtsp://h/live/a_1", credentials: StreamCredentials(username: "user", password: "pass"), now: 1 << 32)
     }
 
     /// A whole RTSP connection, in-process: the server's own handler on an embedded channel,

@@ -17,6 +17,9 @@ public final class LiveNode: PublishPolicy, Sendable {
         /// A publisher silent this long is treated as gone.
         public var mediaTimeout: Double = 5
         public var allowUnprovisioned = false
+        /// Streams in the registry (every provisioned variant and relayed path) past which a new
+        /// relayed path is refused: each holds a GOP cache.
+        public var maximumStreams = 1024
         public var transcode = TranscodeOptions()
         public var hlsWindow = 6
         /// `rtsp://host:port` of an origin every variant is also pushed to.
@@ -72,14 +75,26 @@ public final class LiveNode: PublishPolicy, Sendable {
     }
 
     /// Removes a ladder and ends its job cleanly.
+    ///
+    /// Its publisher is disconnected at once (it authenticated with this provision's credentials,
+    /// which a new provision for the same guid may replace), its players are closed as the job
+    /// ends, and its variants' streams leave the registry with their caches.
     public func removeProvision(_ streamGuid: String) throws(ProvisionFailure) {
-        let (job, pushers) = try state.withLock { state throws(ProvisionFailure) in
-            guard state.ladders.removeValue(forKey: streamGuid) != nil else { throw .notProvisioned(streamGuid) }
-            return (state.jobs.removeValue(forKey: streamGuid), state.pushers.removeValue(forKey: streamGuid) ?? [])
+        let (ladder, job, pushers) = try state.withLock { state throws(ProvisionFailure) in
+            guard let ladder = state.ladders.removeValue(forKey: streamGuid) else { throw .notProvisioned(streamGuid) }
+            return (ladder, state.jobs.removeValue(forKey: streamGuid), state.pushers.removeValue(forKey: streamGuid) ?? [])
         }
+        registry.revokePublisher(ladder.top.streamGuid, reason: "\(streamGuid) is no longer provisioned")
         pushers.forEach { $0.stop() }
         job?.stop()
         job?.waitUntilEnded(timeout: 30)
+        // A provision posted again meanwhile keeps the streams: its job writes to them.
+        guard self.ladder(streamGuid) == nil else { return }
+        for variant in ladder.variants {
+            guard let stream = registry.existingStream(variant.streamGuid) else { continue }
+            stream.end()
+            registry.remove(stream)
+        }
     }
 
     /// Origin push state per variant guid.
@@ -164,7 +179,10 @@ public final class LiveNode: PublishPolicy, Sendable {
         guard configuration.allowUnprovisioned else {
             return .refuse(status: 404, reason: "\(request.path) is not provisioned")
         }
-        return .accept(RelaySink(stream: registry.stream(request.path)))
+        if registry.existingStream(request.path) == nil, registry.count >= configuration.maximumStreams {
+            return .refuse(status: 503, reason: "the node serves \(configuration.maximumStreams) streams already; \(request.path) is not relayed")
+        }
+        return .accept(RelaySink(stream: registry.stream(request.path), registry: registry))
     }
 }
 
@@ -178,11 +196,16 @@ extension LiveNode {
 }
 
 /// Feeds one publisher's media into its job.
+///
+/// One RTSP session may feed the job several times: a publisher that goes silent for longer than
+/// the media timeout (a covered camera, a backgrounded app) interrupts the job, and when it sends
+/// again on the same session a new `LiveSource` resumes it; so does a publisher whose timestamps
+/// jump (an encoder restarted with a new timestamp base), as a new timeline.
 final class JobPublishSink: PublishSink {
     private let job: LiveLadderJob
     private let request: PublishRequest
     private let logger: Logger
-    private let source = Mutex<LiveSource?>(nil)
+    private let source = Mutex<(live: LiveSource?, attached: Bool, newTimeline: Bool)>((nil, false, false))
     private let audio: (sampleRate: Int, channels: Int, config: [UInt8])?
 
     init(job: LiveLadderJob, request: PublishRequest, logger: Logger) {
@@ -194,21 +217,23 @@ final class JobPublishSink: PublishSink {
 
     func receiveVideo(_ unit: H264AccessUnit, ticks: Int64, format: VideoFormat) {
         let live: LiveSource? = source.withLock { current in
-            if let current { return current }
-            guard let made = try? LiveSource(url: "rtsp://\(request.remoteAddress)/\(request.path)", sps: format.sps, pps: format.pps,
-                                             frameRate: format.frameRate, audio: audio) else { return nil }
-            guard job.attach(made, publisher: request.remoteAddress) else {
-                logger.warning("job refused the publisher", metadata: ["stream.guid": "\(request.path)"])
-                return nil
+            if let existing = current.live, !existing.isEnded {
+                // A successor waits (buffered, bounded) until the job has let the last one go.
+                if !current.attached { current.attached = job.attach(existing, publisher: request.remoteAddress) }
+                return existing
             }
-            current = made
+            guard let made = try? LiveSource(url: "rtsp://\(request.remoteAddress)/\(request.path)", sps: format.sps, pps: format.pps,
+                                             frameRate: format.frameRate, audio: audio, startsNewTimeline: current.newTimeline) else { return nil }
+            let resuming = current.live != nil
+            current = (made, job.attach(made, publisher: request.remoteAddress), false)
+            if resuming { logger.info("publisher sends again on its session", metadata: ["stream.guid": "\(request.path)"]) }
             return made
         }
         live?.pushVideo(nalUnits: unit.nalUnits, ticks: ticks, isKeyframe: unit.containsIDR)
     }
 
     func receiveAudio(_ frame: [UInt8], ticks: Int64, format: AudioFormat) {
-        source.withLock { $0 }?.pushAudio(frame, ticks: ticks)
+        source.withLock { $0.live }?.pushAudio(frame, ticks: ticks)
     }
 
     func receiveNotification(name: String, value: String) {
@@ -216,7 +241,16 @@ final class JobPublishSink: PublishSink {
     }
 
     func publisherEnded(reason: String) {
-        source.withLock { $0 }?.end()
+        source.withLock { $0.live }?.end()
+    }
+
+    func timelineRestarted() {
+        let ended: LiveSource? = source.withLock { current in
+            current.newTimeline = true
+            return current.live
+        }
+        logger.notice("publisher's timestamps jumped: a new timeline follows", metadata: ["stream.guid": "\(request.path)"])
+        ended?.end()
     }
 
     /// The same limit the ANNOUNCE was held to, for an SPS that arrives in the stream.

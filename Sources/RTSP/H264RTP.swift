@@ -42,6 +42,14 @@ public struct H264Depacketizer: Sendable {
         self.pps = pps
     }
 
+    /// Goes back to parameter sets the receiver accepted after refusing newer in-band ones; what
+    /// follows is dropped until the next IDR, since it may refer to the refused sets.
+    public mutating func restoreParameterSets(sps: [UInt8]?, pps: [UInt8]?) {
+        self.sps = sps
+        self.pps = pps
+        waitingForKeyframe = true
+    }
+
     /// - Parameter lostBefore: packets are missing before this one (from the reorder buffer).
     public mutating func push(_ packet: RTPPacket, lostBefore: Bool = false) -> [H264AccessUnit] {
         var output: [H264AccessUnit] = []

@@ -36,8 +36,10 @@ public struct RTSPAuthenticator: Sendable {
     /// Whether `authorization` (the header's value) proves `credentials` for this request.
     /// - Parameters:
     ///   - method: the request's method, part of the Digest response.
+    ///   - requestURI: the request line's URI. A Digest answer must name the same resource in its
+    ///     `uri=` (RFC 2617 §3.2.2.5), so an answer computed for one stream opens no other.
     ///   - now: seconds on the same clock as `challenges(now:)`.
-    public func verify(_ authorization: String?, method: String, credentials: StreamCredentials, now: UInt64) -> Bool {
+    public func verify(_ authorization: String?, method: String, requestURI: String, credentials: StreamCredentials, now: UInt64) -> Bool {
         switch authorization.flatMap(RTSPAuthorization.init(parsing:)) {
         case nil:
             return false
@@ -47,6 +49,7 @@ public struct RTSPAuthenticator: Sendable {
             guard let username = fields["username"], let nonce = fields["nonce"], let uri = fields["uri"], let response = fields["response"],
                   fields["realm"] == realm, constantTimeEqual(username, credentials.username), isFresh(nonce, now: now) else { return false }
             if let algorithm = fields["algorithm"], algorithm.uppercased() != "MD5" { return false }
+            guard Self.resource(uri) == Self.resource(requestURI) else { return false }
             let ha1 = MD5.hex("\(credentials.username):\(realm):\(credentials.password)")
             let ha2 = MD5.hex("\(method):\(uri)")
             let expected: String
@@ -58,6 +61,17 @@ public struct RTSPAuthenticator: Sendable {
             }
             return constantTimeEqual(response.lowercased(), expected)
         }
+    }
+
+    /// A URI without its scheme and authority (`rtsp://host:port/live/a` and `/live/a` name the
+    /// same resource; clients write either).
+    static func resource(_ uri: String) -> Substring {
+        var rest = Substring(uri)
+        for scheme in ["rtsp://", "rtsps://", "rtspu://"] where rest.lowercased().hasPrefix(scheme) {
+            rest = rest.dropFirst(scheme.count)
+            rest = rest[(rest.firstIndex(of: "/") ?? rest.endIndex)...]
+        }
+        return rest.isEmpty ? "/" : rest
     }
 
     private func isFresh(_ nonce: String, now: UInt64) -> Bool {

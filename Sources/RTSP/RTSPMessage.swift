@@ -130,10 +130,20 @@ public enum RTSPSerialization {
         var headers = headers
         if !body.isEmpty { headers.set("Content-Length", String(body.count)) } else { headers.remove("Content-Length") }
         for (name, value) in headers {
-            buffer.writeString("\(name): \(value)\r\n")
+            // Values may echo a peer's bytes (CSeq, a URI in Content-Base or RTP-Info): a CR or LF
+            // in one must never end the line and start a header of the peer's choosing.
+            buffer.writeString("\(headerSafe(name)): \(headerSafe(value))\r\n")
         }
         buffer.writeString("\r\n")
         buffer.writeBytes(body)
+    }
+
+    /// `text` with control characters (CR and LF among them) removed; tabs are kept.
+    static func headerSafe(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: { ($0.value < 0x20 && $0 != "\t") || $0.value == 0x7F }) else { return text }
+        var result = ""
+        result.unicodeScalars.append(contentsOf: text.unicodeScalars.filter { !(($0.value < 0x20 && $0 != "\t") || $0.value == 0x7F) })
+        return result
     }
 
     /// `$`, channel, 16-bit length, payload.

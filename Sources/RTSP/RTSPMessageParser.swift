@@ -50,6 +50,10 @@ public enum RTSPParseError: Error, Sendable, Equatable, CustomStringConvertible 
 /// Incremental parser for an RTSP byte stream: requests, responses and `$`-interleaved frames.
 /// Reads from the buffer's reader index; consumes only whole items; enforces size limits
 /// before buffering, so a peer cannot make it hold more than `maximumLineLength` + `maximumBodyLength`.
+///
+/// The work per byte is constant: a header block that arrives a byte at a time is scanned once,
+/// not again from its start on every read. The parser keeps where it got to, relative to the
+/// reader index, so between calls the caller may only append bytes (or discard read ones).
 public struct RTSPMessageParser: Sendable {
     public struct Limits: Sendable {
         public var maximumLineLength = 4096
@@ -60,44 +64,91 @@ public struct RTSPMessageParser: Sendable {
 
     public let limits: Limits
 
+    /// A message whose header block is still arriving, or whose body is.
+    private struct Partial: Sendable {
+        /// Complete lines so far; the start line first.
+        var lines: [String] = []
+        /// Bytes after the reader index taken by those lines.
+        var scanned = 0
+        /// Bytes of the current, unfinished line already searched for its end.
+        var searched = 0
+        /// The header block is complete: the message without its body, and where the body starts.
+        var head: (message: RTSPInbound, bodyStart: Int, bodyLength: Int)?
+    }
+
+    private var partial = Partial()
+
     public init(limits: Limits = Limits()) {
         self.limits = limits
     }
 
     /// Returns the next complete item, or nil when more bytes are needed.
-    public func parse(_ buffer: inout ByteBuffer) throws(RTSPParseError) -> RTSPInbound? {
-        // Blank lines between messages are allowed (clients send CRLF keep-alives); skipped in a
-        // loop, not by recursion, so a peer sending megabytes of them cannot exhaust the stack.
-        while let byte = buffer.getInteger(at: buffer.readerIndex, as: UInt8.self), byte == UInt8(ascii: "\r") || byte == UInt8(ascii: "\n") {
-            buffer.moveReaderIndex(forwardBy: 1)
+    public mutating func parse(_ buffer: inout ByteBuffer) throws(RTSPParseError) -> RTSPInbound? {
+        if partial.scanned > buffer.readableBytes { partial = Partial() }  // not the buffer we were reading: start over
+        if partial.lines.isEmpty, partial.scanned == 0 {
+            // Blank lines between messages are allowed (clients send CRLF keep-alives); skipped in a
+            // loop, not by recursion, so a peer sending megabytes of them cannot exhaust the stack.
+            while let byte = buffer.getInteger(at: buffer.readerIndex, as: UInt8.self), byte == UInt8(ascii: "\r") || byte == UInt8(ascii: "\n") {
+                buffer.moveReaderIndex(forwardBy: 1)
+            }
+            guard let first = buffer.getInteger(at: buffer.readerIndex, as: UInt8.self) else { return nil }
+            if first == UInt8(ascii: "$") {
+                guard buffer.readableBytes >= 4,
+                      let channel = buffer.getInteger(at: buffer.readerIndex + 1, as: UInt8.self),
+                      let length = buffer.getInteger(at: buffer.readerIndex + 2, as: UInt16.self) else { return nil }
+                guard buffer.readableBytes >= 4 + Int(length) else { return nil }
+                buffer.moveReaderIndex(forwardBy: 4)
+                guard let payload = buffer.readSlice(length: Int(length)) else { return nil }
+                return .interleaved(channel: channel, payload: payload)
+            }
         }
-        guard let first = buffer.getInteger(at: buffer.readerIndex, as: UInt8.self) else { return nil }
-        if first == UInt8(ascii: "$") {
-            guard buffer.readableBytes >= 4,
-                  let channel = buffer.getInteger(at: buffer.readerIndex + 1, as: UInt8.self),
-                  let length = buffer.getInteger(at: buffer.readerIndex + 2, as: UInt16.self) else { return nil }
-            guard buffer.readableBytes >= 4 + Int(length) else { return nil }
-            buffer.moveReaderIndex(forwardBy: 4)
-            guard let payload = buffer.readSlice(length: Int(length)) else { return nil }
-            return .interleaved(channel: channel, payload: payload)
+        if partial.head == nil {
+            guard try scanHeaderBlock(buffer) else { return nil }
         }
-        // Find the end of the header block without consuming anything.
-        var lines: [String] = []
-        var offset = buffer.readerIndex
+        guard let head = partial.head else { return nil }
+        guard buffer.readableBytes - head.bodyStart >= head.bodyLength else { return nil }
+        let body = buffer.getBytes(at: buffer.readerIndex + head.bodyStart, length: head.bodyLength) ?? []
+        buffer.moveReaderIndex(forwardBy: head.bodyStart + head.bodyLength)
+        partial = Partial()
+        switch head.message {
+        case var .request(request):
+            request.body = body
+            return .request(request)
+        case var .response(response):
+            response.body = body
+            return .response(response)
+        case .interleaved:
+            return head.message
+        }
+    }
+
+    /// Reads lines from where the last call stopped; true once the header block is complete
+    /// (`partial.head` set), false when more bytes are needed.
+    private mutating func scanHeaderBlock(_ buffer: ByteBuffer) throws(RTSPParseError) -> Bool {
+        let base = buffer.readerIndex
         let end = buffer.writerIndex
         while true {
-            guard let lineEnd = Self.findLineEnd(buffer, from: offset, to: end) else {
-                if end - offset > limits.maximumLineLength { throw .lineTooLong(limit: limits.maximumLineLength) }
-                return nil
+            let lineStart = base + partial.scanned
+            guard let lineEnd = Self.findLineEnd(buffer, lineStart: lineStart, searchFrom: lineStart + partial.searched, to: end) else {
+                partial.searched = end - lineStart
+                if end - lineStart > limits.maximumLineLength { throw .lineTooLong(limit: limits.maximumLineLength) }
+                return false
             }
-            let length = lineEnd.contentEnd - offset
+            partial.searched = 0
+            let length = lineEnd.contentEnd - lineStart
             if length > limits.maximumLineLength { throw .lineTooLong(limit: limits.maximumLineLength) }
-            let line = buffer.getString(at: offset, length: length) ?? ""
-            offset = lineEnd.next
+            let line = buffer.getString(at: lineStart, length: length) ?? ""
+            partial.scanned = lineEnd.next - base
             if line.isEmpty { break }
-            lines.append(line)
-            if lines.count > limits.maximumHeaderCount + 1 { throw .tooManyHeaders(limit: limits.maximumHeaderCount) }
+            // A bare CR or another control character inside a line would reach answers and logs.
+            if line.unicodeScalars.contains(where: { ($0.value < 0x20 && $0 != "\t") || $0.value == 0x7F }) {
+                if partial.lines.isEmpty { throw .malformedStartLine(String(line.prefix(80))) }
+                throw .malformedHeader(String(line.prefix(80)))
+            }
+            partial.lines.append(line)
+            if partial.lines.count > limits.maximumHeaderCount + 1 { throw .tooManyHeaders(limit: limits.maximumHeaderCount) }
         }
+        let lines = partial.lines
         guard let startLine = lines.first else { throw .malformedStartLine("") }
 
         var headers = RTSPHeaders()
@@ -113,7 +164,6 @@ public struct RTSPMessageParser: Sendable {
             guard length <= limits.maximumBodyLength else { throw .bodyTooLarge(length: length, limit: limits.maximumBodyLength) }
             bodyLength = length
         }
-        guard end - offset >= bodyLength else { return nil }
 
         let parts = startLine.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: true).map(String.init)
         let message: RTSPInbound
@@ -122,8 +172,7 @@ public struct RTSPMessageParser: Sendable {
                 throw .malformedStartLine(String(startLine.prefix(80)))
             }
             guard parts[0] == "RTSP/1.0" else { throw .unsupportedVersion(parts[0]) }
-            let body = buffer.getBytes(at: offset, length: bodyLength) ?? []
-            message = .response(RTSPResponse(status: status, reason: parts.count > 2 ? parts[2] : "", headers: headers, body: body))
+            message = .response(RTSPResponse(status: status, reason: parts.count > 2 ? parts[2] : "", headers: headers, body: []))
         } else {
             guard parts.count == 3, parts[0].allSatisfy({ $0.isLetter || $0 == "_" }), !parts[1].isEmpty else {
                 throw .malformedStartLine(String(startLine.prefix(80)))
@@ -132,20 +181,20 @@ public struct RTSPMessageParser: Sendable {
                 if parts[2].hasPrefix("RTSP/") { throw .unsupportedVersion(parts[2]) }
                 throw .malformedStartLine(String(startLine.prefix(80)))
             }
-            let body = buffer.getBytes(at: offset, length: bodyLength) ?? []
-            message = .request(RTSPRequest(method: parts[0].uppercased(), uri: parts[1], headers: headers, body: body))
+            message = .request(RTSPRequest(method: parts[0].uppercased(), uri: parts[1], headers: headers, body: []))
         }
-        buffer.moveReaderIndex(to: offset + bodyLength)
-        return message
+        partial.head = (message, partial.scanned, bodyLength)
+        return true
     }
 
-    /// The end of the line starting at `from`: CRLF or a bare LF (lenient, as real clients vary).
-    private static func findLineEnd(_ buffer: ByteBuffer, from: Int, to end: Int) -> (contentEnd: Int, next: Int)? {
-        guard from < end else { return nil }
-        let view = buffer.viewBytes(at: from, length: end - from)!
+    /// The end of the line starting at `lineStart`, searching from `searchFrom` (bytes before it
+    /// were searched already): CRLF or a bare LF (lenient, as real clients vary).
+    private static func findLineEnd(_ buffer: ByteBuffer, lineStart: Int, searchFrom: Int, to end: Int) -> (contentEnd: Int, next: Int)? {
+        guard searchFrom < end else { return nil }
+        let view = buffer.viewBytes(at: searchFrom, length: end - searchFrom)!
         guard let newline = view.firstIndex(of: UInt8(ascii: "\n")) else { return nil }
         var contentEnd = newline
-        if contentEnd > from, buffer.getInteger(at: contentEnd - 1, as: UInt8.self) == UInt8(ascii: "\r") { contentEnd -= 1 }
+        if contentEnd > lineStart, buffer.getInteger(at: contentEnd - 1, as: UInt8.self) == UInt8(ascii: "\r") { contentEnd -= 1 }
         return (contentEnd, newline + 1)
     }
 }

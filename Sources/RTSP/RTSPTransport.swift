@@ -67,6 +67,18 @@ public struct RTSPTransport: Sendable, Equatable {
         return transport
     }
 
+    /// Why a UDP client's `client_port` pair cannot be served, or nil. RTP goes to an even port
+    /// with RTCP on the next (RFC 3550 §11); port 0 cannot be sent to, and ports below 1024 are
+    /// the client host's system services, never a player's: the node would send media at them.
+    public static func clientPortProblem(_ ports: ClosedRange<UInt16>) -> String? {
+        if ports.lowerBound < 1024 { return "client_port \(ports.lowerBound): ports below 1024 are not served" }
+        if ports.lowerBound % 2 != 0 { return "client_port \(ports.lowerBound): the RTP port must be even" }
+        if ports.upperBound != ports.lowerBound + 1 {
+            return "client_port \(ports.lowerBound)-\(ports.upperBound): RTCP must be on the port after RTP's"
+        }
+        return nil
+    }
+
     /// `a-b` or a single `a` (meaning `a-a+1` for port pairs).
     static func range<T: FixedWidthInteger>(_ text: String, _: T.Type) -> ClosedRange<T>? {
         let bounds = text.split(separator: "-").compactMap { T($0.trimmed) }

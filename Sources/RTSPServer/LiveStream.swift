@@ -193,6 +193,9 @@ public final class LiveStream: Sendable {
     public func end() {
         let subscribers: [MediaSubscriber] = state.withLock { state in
             state.ended = true
+            // Nobody can join an ended stream: its GOP cache is only memory.
+            state.gop.removeAll()
+            state.gopBytes = 0
             defer { state.subscribers.removeAll() }
             return Array(state.subscribers.values)
         }

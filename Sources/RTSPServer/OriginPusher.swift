@@ -147,7 +147,7 @@ final class OriginClientHandler: ChannelInboundHandler {
     private let pusher: OriginPusher
     private let description: SessionDescription
     private let url: String
-    private let parser = RTSPMessageParser()
+    private var parser = RTSPMessageParser()
     private var buffer: ByteBuffer?
     private var cseq = 0
     private var session: String?

@@ -61,15 +61,21 @@ struct InterleavedTransport: PlayerTransport {
     }
 }
 
+/// The node's shared UDP pair, as it is now: `RTSPService` binds it again on the same ports if
+/// a socket ever closes, and every UDP player sends through whatever pair is current.
+protocol DatagramSockets: Sendable {
+    var udpChannels: (rtp: Channel, rtcp: Channel)? { get }
+}
+
 struct DatagramTransport: PlayerTransport {
-    let rtpChannel: Channel
-    let rtcpChannel: Channel
-    /// Per track: where the player listens for RTP and RTCP.
+    let sockets: any DatagramSockets
+    /// Per track: where the player listens for RTP and RTCP (checked at SETUP: unicast, ports ≥ 1024).
     let destinations: [Int: (rtp: SocketAddress, rtcp: SocketAddress)]
     let backlog = BacklogCounter()
+    let eventLoop: EventLoop
 
     func send(_ packets: [RTPPacket], track: Int) {
-        guard let destination = destinations[track], !packets.isEmpty else { return }
+        guard let destination = destinations[track], !packets.isEmpty, let rtpChannel = sockets.udpChannels?.rtp else { return }
         var size = 0
         var last: EventLoopFuture<Void>?
         for packet in packets {
@@ -83,14 +89,13 @@ struct DatagramTransport: PlayerTransport {
     }
 
     func send(_ rtcp: RTCPPacket, track: Int) {
-        guard let destination = destinations[track] else { return }
+        guard let destination = destinations[track], let rtcpChannel = sockets.udpChannels?.rtcp else { return }
         var buffer = rtcpChannel.allocator.buffer(capacity: 64)
         rtcp.write(to: &buffer)
         rtcpChannel.writeAndFlush(AddressedEnvelope(remoteAddress: destination.rtcp, data: buffer), promise: nil)
     }
 
     var pendingBytes: Int { backlog.value }
-    var eventLoop: EventLoop { rtpChannel.eventLoop }
 
     func close() {}
 }

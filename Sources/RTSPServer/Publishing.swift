@@ -13,6 +13,10 @@ public protocol PublishSink: AnyObject, Sendable {
     func receiveNotification(name: String, value: String)
     /// The publisher is gone: TEARDOWN, connection closed, or session timeout.
     func publisherEnded(reason: String)
+    /// The publisher's timestamps jumped (backwards, or far forwards): what follows is a new
+    /// timeline. Ticks passed on stay continuous and increasing across it; a sink that keeps
+    /// media for later (HLS) starts a new timeline segment.
+    func timelineRestarted()
     /// Whether a format first seen in-band (a new SPS in the stream, not in the ANNOUNCE) may go
     /// on: nil, or why this publish must stop. Asked before any media of that format is received.
     func refusal(of format: VideoFormat) -> String?
@@ -20,6 +24,7 @@ public protocol PublishSink: AnyObject, Sendable {
 
 extension PublishSink {
     public func refusal(of format: VideoFormat) -> String? { nil }
+    public func timelineRestarted() {}
 }
 
 public struct PublishRequest: Sendable {
@@ -53,17 +58,20 @@ public struct RelayEverything: PublishPolicy {
     }
 
     public func decide(_ request: PublishRequest) -> PublishDecision {
-        .accept(RelaySink(stream: registry.stream(request.path)))
+        .accept(RelaySink(stream: registry.stream(request.path), registry: registry))
     }
 }
 
 /// Publishes a stream straight to players of the same path, unchanged (no transcoding).
 public final class RelaySink: PublishSink {
     let stream: LiveStream
+    /// Where the relayed stream is forgotten when its publisher leaves, so ended relays hold no memory.
+    let registry: StreamRegistry?
     private let formats = Mutex<(VideoFormat?, AudioFormat?)>((nil, nil))
 
-    public init(stream: LiveStream) {
+    public init(stream: LiveStream, registry: StreamRegistry? = nil) {
         self.stream = stream
+        self.registry = registry
     }
 
     public func receiveVideo(_ unit: H264AccessUnit, ticks: Int64, format: VideoFormat) {
@@ -90,6 +98,7 @@ public final class RelaySink: PublishSink {
 
     public func publisherEnded(reason: String) {
         stream.end()
+        registry?.remove(stream)
     }
 }
 
@@ -104,6 +113,8 @@ struct IncomingTrack {
     let media: SessionDescription.Media
     var kind: Kind
     var reorder = RTPReorderBuffer(capacity: 64)
+    /// Only the publisher's own SSRC, in sequence, gets through.
+    var sourceFilter = RTPSourceFilter()
     var lastTimestamp: UInt32?
     var ticks: Int64 = 0
     var videoFormat: VideoFormat?
@@ -154,6 +165,22 @@ struct IncomingTrack {
         lastTimestamp = timestamp
         return ticks
     }
+
+    /// A timestamp this far behind the last one is not B-frame reordering but a new timeline
+    /// (an encoder restarted with another timestamp base).
+    static let maximumBackwardStep = 1.0
+    /// A step forward this large is a new timeline too (a clock reset, or a long pause).
+    static let maximumForwardStep = 5.0
+
+    /// Whether `timestamp` starts a new timeline relative to the last unit's.
+    func jumps(to timestamp: UInt32) -> Bool {
+        guard let last = lastTimestamp, media.clockRate > 0 else { return false }
+        let step = Double(Int32(bitPattern: timestamp &- last)) / Double(media.clockRate)
+        return step < -Self.maximumBackwardStep || step > Self.maximumForwardStep
+    }
+
+    /// Seconds of media on this track's continuous timeline so far.
+    var seconds: Double { media.clockRate > 0 ? Double(ticks) / Double(media.clockRate) : 0 }
 
     var isSupported: Bool {
         if case .unsupported = kind { return false }

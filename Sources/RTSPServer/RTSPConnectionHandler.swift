@@ -14,7 +14,7 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
     typealias OutboundOut = ByteBuffer
 
     private let server: RTSPService
-    private let parser: RTSPMessageParser
+    private var parser: RTSPMessageParser
     private var buffer: ByteBuffer?
     private var ownedSessions: Set<String> = []
     private var logger: Logger
@@ -80,7 +80,7 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
             switch item {
             case let .request(request):
                 let response = handle(request, context: context)
-                reply(context: context, response.response, cseq: request.cseq)
+                reply(context: context, response.response, cseq: request.cseq.flatMap { Self.isSequenceNumber($0) ? $0 : nil })
                 response.after?()
                 if !context.channel.isWritable {
                     pausedForWritability = true
@@ -101,10 +101,7 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
             self.admittedAddress = nil
         }
         for id in ownedSessions {
-            if let session = server.sessions.session(id) {
-                session.end(reason: "connection closed", registry: server.registry)
-                server.sessions.remove(id)
-            }
+            if let session = server.sessions.session(id) { server.end(session, reason: "connection closed") }
         }
         ownedSessions.removeAll()
         context.fireChannelInactive()
@@ -128,6 +125,11 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
         context.close(promise: nil)
     }
 
+    /// CSeq is echoed in every answer, so only what RFC 2326 allows in it (1*DIGIT) is.
+    static func isSequenceNumber(_ value: String) -> Bool {
+        !value.isEmpty && value.utf8.count <= 10 && value.utf8.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
+    }
+
     private func reply(context: ChannelHandlerContext, _ response: RTSPResponse, cseq: String?) {
         var response = response
         if let cseq { response.headers.set("CSeq", cseq) }
@@ -145,7 +147,7 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
             } else if let refusal = session.receiveRTP(payload, track: track, maximumPixels: server.configuration.maximumPublishPixels) {
                 // The publisher switched to a picture the node refuses: its publish ends, and so does the connection.
                 logger.warning("publish stopped: \(refusal)", metadata: ["stream.guid": "\(session.path)"])
-                session.end(reason: refusal, registry: server.registry)
+                server.end(session, reason: refusal)
                 context.close(promise: nil)
             }
             return
@@ -163,8 +165,11 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
     }
 
     private func handle(_ request: RTSPRequest, context: ChannelHandlerContext) -> Outcome {
-        guard request.cseq != nil else {
+        guard let cseq = request.cseq else {
             return Outcome(response: RTSPResponse(status: 400, body: Array("missing CSeq\n".utf8)))
+        }
+        guard Self.isSequenceNumber(cseq) else {
+            return Outcome(response: RTSPResponse(status: 400, body: Array("CSeq must be a decimal number of at most 10 digits\n".utf8)))
         }
         let session: ServerSession?
         if let id = request.headers.sessionID {
@@ -223,7 +228,8 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
     private func unauthorized(_ request: RTSPRequest, credentials: StreamCredentials?, path: String) -> Outcome? {
         guard let credentials else { return nil }
         let now = DispatchTimeNow() / 1_000_000_000
-        if server.authenticator.verify(request.headers["Authorization"], method: request.method, credentials: credentials, now: now) { return nil }
+        if server.authenticator.verify(request.headers["Authorization"], method: request.method, requestURI: request.uri,
+                                       credentials: credentials, now: now) { return nil }
         if request.headers["Authorization"] != nil {
             logger.warning("authentication failed", metadata: ["stream.guid": "\(path)", "method": "\(request.method)"])
         }
@@ -267,17 +273,35 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
             logger.info("publish refused", metadata: ["stream.guid": "\(path)", "status": "\(status)", "reason": "\(reason)"])
             return Outcome(response: RTSPResponse(status: status, body: Array("\(reason)\n".utf8)))
         case let .accept(sink):
-            guard server.registry.claimPublisher(path) else {
-                return Outcome(response: RTSPResponse(status: 403, body: Array("\(path) already has a publisher\n".utf8)))
-            }
             let session = ServerSession(id: SessionTable.newIdentifier(), path: path, role: .publisher, connection: context.channel)
             session.state.withLock { state in
                 state.sink = sink
                 state.tracks = description.media.map(IncomingTrack.init)
             }
-            guard server.sessions.insert(session, limit: server.configuration.maximumPublishers) else {
-                server.registry.releasePublisher(path)
-                return Outcome(response: RTSPResponse(status: 503, body: Array("too many publishers\n".utf8)))
+            let server = self.server
+            let revoke: @Sendable (String) -> Void = { [id = session.id] reason in
+                guard let revoked = server.sessions.session(id) else { return }
+                server.logger.notice("publish revoked: \(reason)", metadata: ["stream.guid": "\(path)", "session": "\(id)"])
+                server.end(revoked, reason: reason)
+                revoked.connection.close(promise: nil)
+            }
+            if !server.registry.claimPublisher(path, session: session.id, revoke: revoke) {
+                // The same publisher (it passed the same credentials) may take over from its own
+                // session once that has gone silent: an app that lost its connection reconnects
+                // before the old session times out.
+                guard let holder = server.registry.publisherSession(path).flatMap(server.sessions.session),
+                      holder.mediaIdleNanoseconds >= UInt64(server.configuration.publisherTakeoverSilence * 1e9) else {
+                    return Outcome(response: RTSPResponse(status: 403, body: Array("\(path) already has a publisher\n".utf8)))
+                }
+                logger.info("publisher takes over its silent session", metadata: ["stream.guid": "\(path)", "old.session": "\(holder.id)"])
+                server.registry.revokePublisher(path, reason: "a new connection of the publisher took over")
+                guard server.registry.claimPublisher(path, session: session.id, revoke: revoke) else {
+                    return Outcome(response: RTSPResponse(status: 403, body: Array("\(path) already has a publisher\n".utf8)))
+                }
+            }
+            if let refusal = server.sessions.insert(session, limits: server.sessionLimits(for: .publisher)) {
+                server.registry.releasePublisher(path, session: session.id)
+                return Outcome(response: RTSPResponse(status: 503, body: Array("\(refusal)\n".utf8)))
             }
             ownedSessions.insert(session.id)
             logger.info("publisher announced", metadata: ["stream.guid": "\(path)", "session": "\(session.id)"])
@@ -303,8 +327,8 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
             }
             session = ServerSession(id: SessionTable.newIdentifier(), path: path, role: .player, connection: context.channel)
             session.state.withLock { $0.stream = stream }
-            guard server.sessions.insert(session, limit: server.configuration.maximumSessions) else {
-                return Outcome(response: RTSPResponse(status: 503, body: Array("too many players\n".utf8)))
+            if let refusal = server.sessions.insert(session, limits: server.sessionLimits(for: .player)) {
+                return Outcome(response: RTSPResponse(status: 503, body: Array("\(refusal)\n".utf8)))
             }
             ownedSessions.insert(session.id)
         }
@@ -333,6 +357,9 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
                 reply.lower = .tcp(interleaved: channels)
             case let .udp(clientPorts, _):
                 guard let clientPorts, let ports = server.udpPorts else { continue }
+                if let problem = RTSPTransport.clientPortProblem(clientPorts) {
+                    return Outcome(response: RTSPResponse(status: 461, body: Array("\(problem)\n".utf8)))
+                }
                 reply.lower = .udp(clientPorts: clientPorts, serverPorts: UInt16(ports.rtp)...UInt16(ports.rtcp))
                 if session.role == .publisher, let ip = context.remoteAddress?.ipAddress {
                     server.sessions.addRoute(from: "\(ip):\(clientPorts.lowerBound)", session: session.id, track: track, isRTCP: false)
@@ -380,17 +407,15 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
                       let rtcp = try? SocketAddress(ipAddress: ip, port: Int(client.upperBound)) else { continue }
                 destinations[track] = (rtp, rtcp)
             }
-            transport = DatagramTransport(rtpChannel: udp.rtp, rtcpChannel: udp.rtcp, destinations: destinations)
+            transport = DatagramTransport(sockets: server, destinations: destinations, eventLoop: udp.rtp.eventLoop)
         } else {
             return Outcome(response: RTSPResponse(status: 461))
         }
-        let registry = server.registry
-        let sessions = server.sessions
+        let server = self.server
         let subscriber = MediaSubscriber(transport: transport, hasVideo: transports[0] != nil, hasAudio: transports[1] != nil,
                                          audioRate: stream.audio?.sampleRate ?? 0,
                                          maximumBacklog: server.configuration.playerBacklogLimit) { [id = session.id] in
-            sessions.session(id)?.end(reason: "stream ended", registry: registry)
-            sessions.remove(id)
+            if let session = server.sessions.session(id) { server.end(session, reason: "stream ended") }
         }
         session.state.withLock { $0.subscriber = subscriber }
         let start = stream.startTicks
@@ -430,8 +455,7 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
 
     private func teardown(session: ServerSession?) -> Outcome {
         guard let session else { return Outcome(response: RTSPResponse(status: 454)) }
-        session.end(reason: "teardown", registry: server.registry)
-        server.sessions.remove(session.id)
+        server.end(session, reason: "teardown")
         ownedSessions.remove(session.id)
         return Outcome(response: RTSPResponse(status: 200))
     }

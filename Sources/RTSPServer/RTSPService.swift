@@ -21,9 +21,16 @@ public final class RTSPService: Sendable {
         public var maximumSessions = 256
         /// Publisher sessions at once, counted apart from players so viewers cannot crowd out publishers.
         public var maximumPublishers = 64
+        /// Sessions one RTSP connection may open (a player or publisher needs one), and one IP address
+        /// over all its connections: one client cannot take every player slot.
+        public var maximumSessionsPerConnection = 4
+        public var maximumSessionsPerAddress = 32
         /// TCP connections at once, and from one IP address.
         public var maximumConnections = 1024
         public var maximumConnectionsPerAddress = 64
+        /// Seconds a publisher's session must have been silent before a new connection that passes
+        /// the same authentication may take its stream over.
+        public var publisherTakeoverSilence = 5.0
         /// Seconds an announced publisher has to send RECORD before its stream is released.
         public var announceTimeout = 10
         /// When set, DESCRIBE and player SETUP require these (Digest or Basic).
@@ -131,6 +138,7 @@ public final class RTSPService: Sendable {
             sendReceiverReports()
         }
         channels.withLock { $0 = (server, rtp, rtcp, sweep) }
+        watchUDP(rtp: rtp, rtcp: rtcp, group: group)
         logger.info("RTSP listening", metadata: ["rtsp.port": "\(server.localAddress?.port ?? 0)",
                                                  "rtp.ports": "\(rtp.localAddress?.port ?? 0)-\(rtcp.localAddress?.port ?? 0)"])
         return server.localAddress?.port ?? configuration.port
@@ -141,7 +149,7 @@ public final class RTSPService: Sendable {
         RTSPConnectionHandler(server: self)
     }
 
-    private func bindUDPPair(group: MultiThreadedEventLoopGroup) throws -> (Channel, Channel) {
+    private func bindUDPPair(group: MultiThreadedEventLoopGroup, port fixedPort: Int? = nil) throws -> (Channel, Channel) {
         func bind(_ port: Int) throws -> Channel {
             try DatagramBootstrap(group: group)
                 .channelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -152,8 +160,8 @@ public final class RTSPService: Sendable {
                 }
                 .bind(host: configuration.host, port: port).wait()
         }
-        if configuration.rtpPort != 0 {
-            return (try bind(configuration.rtpPort), try bind(configuration.rtpPort + 1))
+        if let port = fixedPort ?? (configuration.rtpPort != 0 ? configuration.rtpPort : nil) {
+            return (try bind(port), try bind(port + 1))
         }
         // RTP wants an even port with RTCP just above it: try until a pair is free.
         for _ in 0..<50 {
@@ -165,6 +173,45 @@ public final class RTSPService: Sendable {
             return (rtp, rtcp)
         }
         throw IOError(errnoCode: EADDRINUSE, reason: "no free UDP port pair for RTP/RTCP")
+    }
+
+    /// One UDP pair serves every UDP publisher and player, and SwiftNIO closes a datagram socket
+    /// on most send errors. Destinations are checked at SETUP, but should a socket close anyway
+    /// (a firewall's EPERM, say), the pair is bound again on the same ports and the log says so:
+    /// one destination must never take UDP away from the whole node.
+    private func watchUDP(rtp: Channel, rtcp: Channel, group: MultiThreadedEventLoopGroup) {
+        let rebind: @Sendable (Result<Void, Error>) -> Void = { [self] _ in
+            let current = channels.withLock { state -> (Channel, Channel)? in
+                guard state.server != nil, let rtp = state.rtp, let rtcp = state.rtcp, !rtp.isActive || !rtcp.isActive else { return nil }
+                return (rtp, rtcp)
+            }
+            guard let (oldRTP, oldRTCP) = current, let rtpPort = oldRTP.localAddress?.port else { return }
+            // Off the event loop: binding waits on it.
+            DispatchQueue.global().async { [self] in
+                logger.error("a shared UDP socket closed; binding the RTP/RTCP pair again", metadata: ["rtp.port": "\(rtpPort)"])
+                try? oldRTP.close().wait()
+                try? oldRTCP.close().wait()
+                do {
+                    let (newRTP, newRTCP) = try bindUDPPair(group: group, port: rtpPort)
+                    let stillRunning = channels.withLock { state -> Bool in
+                        guard state.server != nil else { return false }
+                        state.rtp = newRTP
+                        state.rtcp = newRTCP
+                        return true
+                    }
+                    guard stillRunning else {
+                        newRTP.close(promise: nil)
+                        newRTCP.close(promise: nil)
+                        return
+                    }
+                    watchUDP(rtp: newRTP, rtcp: newRTCP, group: group)
+                } catch {
+                    logger.critical("cannot bind the UDP pair again: \(error); UDP publishers and players are not served")
+                }
+            }
+        }
+        rtp.closeFuture.whenComplete(rebind)
+        rtcp.closeFuture.whenComplete(rebind)
     }
 
     static let receiverReportInterval: UInt64 = 5_000_000_000
@@ -192,6 +239,20 @@ public final class RTSPService: Sendable {
         }
     }
 
+    /// The one way a session ends: its publisher's sink or its player's stream is told, and it
+    /// leaves the table (its slot and UDP routes are free again). Every refusal, timeout, close and
+    /// TEARDOWN comes here, so no path can end a session and leave it counted.
+    func end(_ session: ServerSession, reason: String) {
+        session.end(reason: reason, registry: registry)
+        sessions.remove(session.id)
+    }
+
+    func sessionLimits(for role: RTSPSessionStateMachine.Role) -> SessionTable.Limits {
+        SessionTable.Limits(role: role == .publisher ? configuration.maximumPublishers : configuration.maximumSessions,
+                            perConnection: configuration.maximumSessionsPerConnection,
+                            perAddress: configuration.maximumSessionsPerAddress)
+    }
+
     private func expireSessions() {
         let limit = UInt64(configuration.sessionTimeout) * 1_000_000_000
         let recordLimit = UInt64(configuration.announceTimeout) * 1_000_000_000
@@ -206,8 +267,7 @@ public final class RTSPService: Sendable {
                 continue
             }
             logger.info("session ended: \(reason)", metadata: ["session": "\(session.id)", "stream.guid": "\(session.path)"])
-            session.end(reason: reason, registry: registry)
-            sessions.remove(session.id)
+            end(session, reason: reason)
         }
     }
 
@@ -216,9 +276,10 @@ public final class RTSPService: Sendable {
         guard let route = sessions.route(from: envelope.remoteAddress.routeKey) else { return }
         if route.isRTCP {
             route.session.touch()
-        } else if let refusal = route.session.receiveRTP(envelope.data, track: route.track, maximumPixels: configuration.maximumPublishPixels) {
+        } else if let refusal = route.session.receiveRTP(envelope.data, track: route.track, maximumPixels: configuration.maximumPublishPixels,
+                                                         forgeable: true) {
             logger.warning("publish stopped: \(refusal)", metadata: ["stream.guid": "\(route.session.path)"])
-            route.session.end(reason: refusal, registry: registry)
+            end(route.session, reason: refusal)
         }
     }
 
@@ -229,16 +290,15 @@ public final class RTSPService: Sendable {
             return state
         }
         state.sweep?.cancel()
-        for session in sessions.all {
-            session.end(reason: "server shutting down", registry: registry)
-            sessions.remove(session.id)
-        }
+        for session in sessions.all { end(session, reason: "server shutting down") }
         try? state.server?.close().wait()
         try? state.rtp?.close().wait()
         try? state.rtcp?.close().wait()
         try? eventLoops.withLock { group in defer { group = nil }; return group }?.syncShutdownGracefully()
     }
 }
+
+extension RTSPService: DatagramSockets {}
 
 final class DatagramHandler: ChannelInboundHandler {
     typealias InboundIn = AddressedEnvelope<ByteBuffer>

@@ -18,6 +18,8 @@ final class ServerSession: Sendable {
     struct State {
         var machine: RTSPSessionStateMachine
         var lastActivity = DispatchTime.now().uptimeNanoseconds
+        /// When the publisher's media last arrived (keep-alive requests do not count).
+        var lastMedia = DispatchTime.now().uptimeNanoseconds
         var ended = false
         // Publisher
         var sink: (any PublishSink)?
@@ -27,6 +29,10 @@ final class ServerSession: Sendable {
         var lastReceiverReport: UInt64 = 0
         /// Our SSRC as a receiver, in the reports we send the publisher.
         var receiverSSRC = UInt32.random(in: 1...UInt32.max)
+        /// Where every track's timeline was re-anchored after a timestamp jump, in seconds since RECORD.
+        var timelineAnchor: Double?
+        /// When the publisher's in-band parameter sets were first refused, with nothing acceptable since (UDP).
+        var firstRefusal: UInt64?
         // Player
         var stream: LiveStream?
         var playerTransports: [Int: RTSPTransport] = [:]
@@ -51,6 +57,11 @@ final class ServerSession: Sendable {
         role == .publisher && DispatchTime.now().uptimeNanoseconds &- created > nanoseconds && state.withLock { $0.recordStarted == nil }
     }
 
+    /// How long a publisher has sent no media that was accepted.
+    var mediaIdleNanoseconds: UInt64 {
+        DispatchTime.now().uptimeNanoseconds &- state.withLock { $0.lastMedia }
+    }
+
     var idleNanoseconds: UInt64 {
         DispatchTime.now().uptimeNanoseconds &- state.withLock { $0.lastActivity }
     }
@@ -68,45 +79,89 @@ final class ServerSession: Sendable {
     }
 
     /// Runs one RTP packet from the publisher through its track and hands what completes to the sink.
+    ///
+    /// Packets of another SSRC, or far out of sequence, are dropped (`RTPSourceFilter`): over UDP
+    /// anyone can send a datagram with the publisher's source address. A timestamp jump starts a
+    /// new timeline: every track re-anchors after the furthest one so ticks stay increasing, and
+    /// the sink hears of it before the first unit of the new timeline.
+    ///
     /// Returns why the publish must stop when the stream's own parameter sets announce a picture
     /// the node does not take (the ANNOUNCE's were checked before): larger than `maximumPixels`, or
-    /// refused by the sink. The caller ends the session; nothing of that format reaches the sink.
-    func receiveRTP(_ buffer: ByteBuffer, track index: Int, maximumPixels: Int) -> String? {
+    /// refused by the sink. Nothing of that format reaches the sink. When `forgeable` (UDP), one
+    /// such packet is not enough: the refused sets are set aside and the publish stops only when
+    /// the source keeps sending them for `refusalPersistence` seconds with nothing acceptable between.
+    func receiveRTP(_ buffer: ByteBuffer, track index: Int, maximumPixels: Int, forgeable: Bool = false) -> String? {
         guard let packet = try? RTPPacket(parsing: buffer) else { return nil }
-        var newFormat: VideoFormat?
         var videoOut: [(H264AccessUnit, Int64, VideoFormat)] = []
         var audioOut: [([UInt8], Int64, AudioFormat)] = []
+        var timelineRestarted = false
+        var stop: String?
         let sink: (any PublishSink)? = state.withLock { state in
             guard !state.ended, let started = state.recordStarted, index < state.tracks.count else { return nil }
-            state.lastActivity = DispatchTime.now().uptimeNanoseconds
+            let now = DispatchTime.now().uptimeNanoseconds
             var track = state.tracks[index]
+            guard track.sourceFilter.admit(ssrc: packet.ssrc, sequence: packet.sequenceNumber, now: Double(now) / 1e9) == .accept else {
+                state.tracks[index] = track
+                return nil
+            }
+            state.lastActivity = now
+            state.lastMedia = now
             track.packetsReceived += 1
             track.bytesReceived += buffer.readableBytes
             guard packet.payloadType == track.media.payloadType || track.media.payloadType >= 96 else {
                 state.tracks[index] = track
                 return nil
             }
-            let sinceStart = Double(state.lastActivity &- started) / 1e9
-            track.reception.record(packet, arrival: Double(state.lastActivity) / 1e9, clockRate: track.media.clockRate)
+            let sinceStart = Double(now &- started) / 1e9
+            track.reception.record(packet, arrival: Double(now) / 1e9, clockRate: track.media.clockRate)
+            // A new timeline re-anchors every track just after the furthest one's last tick.
+            func anchorTicks(_ track: IncomingTrack) -> Int64 {
+                let seconds = state.timelineAnchor ?? sinceStart
+                return Int64(seconds * Double(track.media.clockRate))
+            }
+            func restartTimeline() {
+                state.tracks[index] = track
+                let furthest = state.tracks.map(\.seconds).max() ?? 0
+                state.timelineAnchor = max(sinceStart, furthest + 0.1)
+                for other in state.tracks.indices { state.tracks[other].lastTimestamp = nil }
+                track = state.tracks[index]
+                timelineRestarted = true
+            }
             for (ready, lost) in track.reorder.push(packet) {
                 switch track.kind {
                 case var .video(depacketizer):
-                    let units = depacketizer.push(ready, lostBefore: lost)
+                    var units = depacketizer.push(ready, lostBefore: lost)
                     if let sps = depacketizer.sps, let pps = depacketizer.pps,
-                       track.videoFormat?.sps != sps || track.videoFormat?.pps != pps {
-                        if let format = VideoFormat(sps: sps, pps: pps, frameRate: track.media.frameRate) {
+                       track.videoFormat?.sps != sps || track.videoFormat?.pps != pps,
+                       let format = VideoFormat(sps: sps, pps: pps, frameRate: track.media.frameRate) {
+                        let refusal = format.width * format.height > maximumPixels
+                            ? "\(path): the stream's SPS announces a \(format.width)x\(format.height) picture, larger than the node's limit of \(maximumPixels) pixels"
+                            : state.sink?.refusal(of: format)
+                        if let refusal {
+                            units.removeAll()
+                            depacketizer.restoreParameterSets(sps: track.videoFormat?.sps, pps: track.videoFormat?.pps)
+                            if !forgeable {
+                                stop = refusal
+                            } else if let first = state.firstRefusal, Double(now &- first) / 1e9 >= Self.refusalPersistence {
+                                stop = refusal + " (for \(Int(Self.refusalPersistence)) s)"
+                            } else if state.firstRefusal == nil {
+                                state.firstRefusal = now
+                            }
+                        } else {
                             track.videoFormat = format
-                            newFormat = format
                         }
                     }
+                    if !units.isEmpty { state.firstRefusal = nil }
                     for unit in units {
-                        let ticks = track.unwrap(unit.timestamp, startTicks: Int64(sinceStart * 90000))
+                        if track.jumps(to: unit.timestamp) { restartTimeline() }
+                        let ticks = track.unwrap(unit.timestamp, startTicks: anchorTicks(track))
                         if let format = track.videoFormat { videoOut.append((unit, ticks, format)) }
                     }
                     track.kind = .video(depacketizer)
                 case .audio(var depacketizer, let format):
                     for frame in depacketizer.push(ready, lostBefore: lost) {
-                        let ticks = track.unwrap(frame.timestamp, startTicks: Int64(sinceStart * Double(format.sampleRate)))
+                        if track.jumps(to: frame.timestamp) { restartTimeline() }
+                        let ticks = track.unwrap(frame.timestamp, startTicks: anchorTicks(track))
                         audioOut.append((frame.data, ticks, format))
                     }
                     track.kind = .audio(depacketizer, format)
@@ -117,17 +172,16 @@ final class ServerSession: Sendable {
             state.tracks[index] = track
             return state.sink
         }
+        if let stop { return stop }
         guard let sink else { return nil }
-        if let format = newFormat {
-            if format.width * format.height > maximumPixels {
-                return "\(path): the stream's SPS announces a \(format.width)x\(format.height) picture, larger than the node's limit of \(maximumPixels) pixels"
-            }
-            if let refusal = sink.refusal(of: format) { return refusal }
-        }
+        if timelineRestarted { sink.timelineRestarted() }
         for (unit, ticks, format) in videoOut { sink.receiveVideo(unit, ticks: ticks, format: format) }
         for (frame, ticks, format) in audioOut { sink.receiveAudio(frame, ticks: ticks, format: format) }
         return nil
     }
+
+    /// Seconds a forgeable (UDP) publisher must keep sending refused parameter sets before its publish stops.
+    static let refusalPersistence = 2.0
 
     /// RTCP receiver reports for a publisher, one per track with its transport, when due.
     func receiverReportsIfDue(interval: UInt64) -> [(transport: RTSPTransport, report: RTCPPacket)] {
@@ -152,7 +206,7 @@ final class ServerSession: Sendable {
             return (state.sink, state.stream, state.subscriber)
         }
         if role == .publisher, sink != nil {
-            registry.releasePublisher(path)
+            registry.releasePublisher(path, session: id)
             sink?.publisherEnded(reason: reason)
         }
         if let subscriber { stream?.unsubscribe(subscriber) }
@@ -165,12 +219,30 @@ final class SessionTable: Sendable {
 
     var count: Int { state.withLock { $0.sessions.count } }
 
-    /// Adds a session unless its role is at its limit (publishers and players are counted apart).
-    func insert(_ session: ServerSession, limit: Int) -> Bool {
+    struct Limits: Sendable {
+        /// Sessions of the new session's role in all (publishers and players are counted apart).
+        var role: Int
+        /// Sessions one RTSP connection may hold: a client needs one (at most one per track).
+        var perConnection: Int
+        /// Sessions of one IP address, whatever the connection.
+        var perAddress: Int
+    }
+
+    /// Adds a session; nil when it fits, else why not (the caller answers 503 with it).
+    func insert(_ session: ServerSession, limits: Limits) -> String? {
         state.withLock { state in
-            guard state.sessions.values.lazy.filter({ $0.role == session.role }).count < limit else { return false }
+            var (role, connection, address) = (0, 0, 0)
+            let ip = session.remoteAddress?.ipAddress
+            for other in state.sessions.values {
+                if other.role == session.role { role += 1 }
+                if other.connection === session.connection { connection += 1 }
+                if ip != nil, other.remoteAddress?.ipAddress == ip { address += 1 }
+            }
+            if role >= limits.role { return session.role == .publisher ? "too many publishers" : "too many players" }
+            if connection >= limits.perConnection { return "too many sessions on this connection (at most \(limits.perConnection))" }
+            if address >= limits.perAddress { return "too many sessions from this address (at most \(limits.perAddress))" }
             state.sessions[session.id] = session
-            return true
+            return nil
         }
     }
 

@@ -2,7 +2,13 @@ import Synchronization
 
 /// Every stream the node serves, by path (`live/stream1_2`), and who publishes each.
 public final class StreamRegistry: Sendable {
-    private let state = Mutex<(streams: [String: LiveStream], publishers: Set<String>)>(([:], []))
+    /// Who holds a path's publisher slot, and how to end that publish from outside.
+    struct PublisherClaim: Sendable {
+        var session: String
+        var revoke: @Sendable (String) -> Void
+    }
+
+    private let state = Mutex<(streams: [String: LiveStream], publishers: [String: PublisherClaim])>(([:], [:]))
 
     public init() {}
 
@@ -20,18 +26,47 @@ public final class StreamRegistry: Sendable {
         state.withLock { $0.streams[path] }
     }
 
+    /// Forgets the stream at `path` (its GOP cache goes with the last reference).
     public func remove(_ path: String) {
         _ = state.withLock { $0.streams.removeValue(forKey: path) }
     }
 
-    public var paths: [String] { state.withLock { $0.streams.keys.sorted() } }
-
-    /// Claims `path` for one publisher; false when another holds it.
-    public func claimPublisher(_ path: String) -> Bool {
-        state.withLock { $0.publishers.insert(path).inserted }
+    /// Forgets `stream` if it is still the one at its path (a newer one may have taken its place).
+    public func remove(_ stream: LiveStream) {
+        state.withLock { state in
+            if state.streams[stream.path] === stream { state.streams.removeValue(forKey: stream.path) }
+        }
     }
 
-    public func releasePublisher(_ path: String) {
-        _ = state.withLock { $0.publishers.remove(path) }
+    public var paths: [String] { state.withLock { $0.streams.keys.sorted() } }
+    public var count: Int { state.withLock { $0.streams.count } }
+
+    /// Claims `path` for one publisher session; false when another holds it. `revoke` ends that
+    /// publish (its argument says why) when the path's provision is deleted or replaced.
+    func claimPublisher(_ path: String, session: String, revoke: @escaping @Sendable (String) -> Void) -> Bool {
+        state.withLock { state in
+            guard state.publishers[path] == nil else { return false }
+            state.publishers[path] = PublisherClaim(session: session, revoke: revoke)
+            return true
+        }
+    }
+
+    /// The session holding `path`'s publisher slot.
+    func publisherSession(_ path: String) -> String? {
+        state.withLock { $0.publishers[path]?.session }
+    }
+
+    /// Frees `path` when `session` holds it.
+    func releasePublisher(_ path: String, session: String) {
+        state.withLock { state in
+            if state.publishers[path]?.session == session { state.publishers.removeValue(forKey: path) }
+        }
+    }
+
+    /// Ends the publish of `path`, if any: its provision was deleted or replaced, and a publisher
+    /// that authenticated with the old credentials must not keep the stream.
+    public func revokePublisher(_ path: String, reason: String) {
+        let claim = state.withLock { $0.publishers.removeValue(forKey: path) }
+        claim?.revoke(reason)
     }
 }

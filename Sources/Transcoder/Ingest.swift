@@ -183,7 +183,8 @@ struct Ingest {
             let time = MediaTime(ticks: packet.pts, timeBase: video.timeBase)
             decision = grid.decide(time: time, isSourceKeyframe: true)
             decisionsByPTS[packet.pts] = decision
-            sourceKeyframeTimes.append(time)
+            // Only an offline report reads them; a live session would keep one per GOP for hours.
+            if !isLive { sourceKeyframeTimes.append(time) }
         }
         // The passed-through top goes first: it must not wait for the decoder. It gets its own
         // reference, because its queue's muxer rewrites the packet while the decoder reads it.

@@ -341,6 +341,9 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
                 addEvent("error", "\(error)")
             }
 
+            // Nothing reads this source any more (its publisher left, or went silent): a publisher
+            // that sends again on the same session gets a new one, and the job resumes.
+            source.end()
             condition.lock()
             shared.droppedAtIngest += source.droppedFrames
             shared.currentSource = nil
@@ -374,6 +377,10 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
             try setUp(video: video, audio: sourceAudio)
         } else {
             grid?.forceNextKeyframe()
+            if source.startsNewTimeline {
+                // The publisher's timestamps jumped: each variant's HLS starts a new timeline segment.
+                pipelines.forEach { $0.submit(.pause) }
+            }
             if passthroughTop, video.parameters.extradata != topExtradata, let top = pipelines.first(where: \.isPassthrough) {
                 top.submit(.changeFormat(try video.parameters.copy(), timeBase: video.timeBase, time: timelineEnd))
                 topExtradata = video.parameters.extradata

@@ -24,6 +24,8 @@ public final class LiveSource: PacketReader, @unchecked Sendable {
     /// How long `read` waits before answering `.idle`.
     public static let pollInterval = 0.25
 
+    public let startsNewTimeline: Bool
+
     private let condition = NSCondition()
     private var pending: [(packet: Packet, arrival: UInt64)] = []
     private var pendingBytes = 0
@@ -44,10 +46,13 @@ public final class LiveSource: PacketReader, @unchecked Sendable {
     /// - Parameters:
     ///   - sps, pps: the publisher's parameter sets (NAL units without start codes).
     ///   - audio: sample rate, channel count and AudioSpecificConfig of its AAC track, if any.
+    ///   - startsNewTimeline: the publisher's timestamps jumped and this source carries on after
+    ///     the jump: the job marks a discontinuity in every variant's HLS.
     public init(url: String, sps: [UInt8], pps: [UInt8], frameRate: Double?,
-                audio: (sampleRate: Int, channels: Int, config: [UInt8])?) throws {
+                audio: (sampleRate: Int, channels: Int, config: [UInt8])?, startsNewTimeline: Bool = false) throws {
         guard let parsed = H264SPS(sps) else { throw TranscodeError.badInput("\(url): the publisher's SPS cannot be read") }
         self.url = url
+        self.startsNewTimeline = startsNewTimeline
         reorderDepth = parsed.reorderDepth
         statedFrameRate = frameRate.flatMap { $0 > 0 ? $0 : nil }
         frameTicks = Int64((90000 / (statedFrameRate ?? 30)).rounded())
@@ -126,6 +131,14 @@ public final class LiveSource: PacketReader, @unchecked Sendable {
         ended = true
         condition.broadcast()
         condition.unlock()
+    }
+
+    /// Whether the source has ended: its publisher left, or the job stopped reading it (silence).
+    /// A publisher that sends again needs a new source.
+    public var isEnded: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return ended
     }
 
     /// Video access units dropped because the ingest fell behind.

@@ -32,6 +32,12 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "TCP connections the RTSP server accepts at once from one IP address.")
     var maxConnectionsPerAddress = 64
 
+    @Option(help: "HTTP connections the control plane accepts at once.")
+    var maxHttpConnections = 512
+
+    @Option(help: "HTTP connections the control plane accepts at once from one IP address.")
+    var maxHttpConnectionsPerAddress = 64
+
     @Option(help: "RTSP port for publishers and players; 0 picks a free one.")
     var rtspPort = 8554
 
@@ -86,8 +92,8 @@ struct Serve: AsyncParsableCommand {
         }
         if let capacityCores, !(capacityCores > 0) { throw ValidationError("--capacity-cores must be above 0 (got \(capacityCores))") }
         guard maxLoad > 0, maxLoad <= 1 else { throw ValidationError("--max-load must be above 0 and at most 1 (got \(maxLoad))") }
-        guard maxConnections >= 1, maxConnectionsPerAddress >= 1 else {
-            throw ValidationError("--max-connections and --max-connections-per-address must be at least 1")
+        guard maxConnections >= 1, maxConnectionsPerAddress >= 1, maxHttpConnections >= 1, maxHttpConnectionsPerAddress >= 1 else {
+            throw ValidationError("--max-connections, --max-http-connections and their per-address limits must be at least 1")
         }
         guard tokenLifetime >= 10 else { throw ValidationError("--token-lifetime must be at least 10 seconds (got \(tokenLifetime))") }
         if let publishLoop, !FileManager.default.isReadableFile(atPath: publishLoop) {
@@ -120,6 +126,15 @@ struct Serve: AsyncParsableCommand {
         configuration.sm1AccessToken = environment["ABR_WORKER_SM1_ACCESS_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
         configuration.capacity = CapacityMonitor.Configuration(cores: capacityCores ?? Double(ProcessInfo.processInfo.activeProcessorCount))
         configuration.capacity.maximumLoad = maxLoad
+        let descriptors = DescriptorBudget.plan(limit: DescriptorBudget.raiseLimit(), rtsp: maxConnections, http: maxHttpConnections)
+        if descriptors.rtspConnections < maxConnections || descriptors.httpConnections < maxHttpConnections {
+            logger.warning("the descriptor limit (ulimit -n) is \(descriptors.limit): connections capped at \(descriptors.rtspConnections) RTSP and \(descriptors.httpConnections) HTTP to keep \(DescriptorBudget.reserve) for files and the store; raise it for more")
+        } else {
+            logger.info("descriptors", metadata: ["limit": "\(descriptors.limit)", "rtsp.connections": "\(descriptors.rtspConnections)",
+                                                  "http.connections": "\(descriptors.httpConnections)", "reserve": "\(DescriptorBudget.reserve)"])
+        }
+        configuration.httpConnections.total = descriptors.httpConnections
+        configuration.httpConnections.perAddress = min(maxHttpConnectionsPerAddress, descriptors.httpConnections)
         var nodeConfiguration = LiveNode.Configuration(dataDirectory: dataDirectory)
         nodeConfiguration.grace = grace
         nodeConfiguration.allowUnprovisioned = allowUnprovisioned
@@ -145,8 +160,8 @@ struct Serve: AsyncParsableCommand {
         rtsp.host = host
         rtsp.port = rtspPort
         rtsp.rtpPort = rtpPort
-        rtsp.maximumConnections = maxConnections
-        rtsp.maximumConnectionsPerAddress = maxConnectionsPerAddress
+        rtsp.maximumConnections = descriptors.rtspConnections
+        rtsp.maximumConnectionsPerAddress = min(maxConnectionsPerAddress, descriptors.rtspConnections)
         // Players authenticate only when the operator sets both (kept out of argv, which `ps` shows).
         if let user = environment["ABR_WORKER_PLAYER_USER"], !user.isEmpty {
             rtsp.playerCredentials = StreamCredentials(username: user, password: environment["ABR_WORKER_PLAYER_PASSWORD"] ?? "")

@@ -208,7 +208,8 @@ import Testing
         let received = client.receiveRaw(for: 7)
         var buffer = ByteBuffer(bytes: received)
         var reports: [RTCPPacket] = []
-        while let item = try? RTSPMessageParser().parse(&buffer) {
+        var parser = RTSPMessageParser()
+        while let item = try? parser.parse(&buffer) {
             if case let .interleaved(channel, payload) = item, channel == 1 { reports += RTCPPacket.parseCompound(payload) }
         }
         let blocks = reports.compactMap { if case let .receiverReport(_, blocks) = $0 { return blocks.first } else { return nil } }

@@ -37,15 +37,27 @@ import Testing
         let nonce = try Self.nonce(at: 1000)
         let uri = "rtsp://127.0.0.1:8554/live/stream1_1"
         let answer = Self.digestAnswer(method: "ANNOUNCE", uri: uri, nonce: nonce)
-        #expect(Self.authenticator.verify(answer, method: "ANNOUNCE", credentials: Self.credentials, now: 1010))
+        #expect(Self.authenticator.verify(answer, method: "ANNOUNCE", requestURI: uri, credentials: Self.credentials, now: 1010))
         #expect(Self.authenticator.verify(Self.digestAnswer(method: "ANNOUNCE", uri: uri, nonce: nonce, qop: ("00000001", "abc")),
-                                          method: "ANNOUNCE", credentials: Self.credentials, now: 1010))
+                                          method: "ANNOUNCE", requestURI: uri, credentials: Self.credentials, now: 1010))
+        // The same resource written without scheme and host (some clients answer with the path).
+        #expect(Self.authenticator.verify(Self.digestAnswer(method: "ANNOUNCE", uri: "/live/stream1_1", nonce: nonce),
+                                          method: "ANNOUNCE", requestURI: uri, credentials: Self.credentials, now: 1010))
+    }
+
+    @Test func aDigestAnswerForOneStreamOpensNoOther() throws {
+        let nonce = try Self.nonce(at: 1000)
+        let answer = Self.digestAnswer(method: "ANNOUNCE", uri: "rtsp://127.0.0.1:8554/live/a_1", nonce: nonce)
+        #expect(Self.authenticator.verify(answer, method: "ANNOUNCE", requestURI: "rtsp://127.0.0.1:8554/live/a_1", credentials: Self.credentials, now: 1001))
+        for other in ["rtsp://127.0.0.1:8554/live/b_1", "rtsp://127.0.0.1:8554/live/a_1/trackID=0", "rtsp://127.0.0.1:8554/live/a_10", "*"] {
+            #expect(!Self.authenticator.verify(answer, method: "ANNOUNCE", requestURI: other, credentials: Self.credentials, now: 1001), "\(other)")
+        }
     }
 
     @Test func wrongPasswordsMethodsRealmsAndStaleOrForgedNoncesAreRefused() throws {
         let nonce = try Self.nonce(at: 1000)
         let uri = "rtsp://h/live/a_1"
-        let verify = { (answer: String, now: UInt64) in Self.authenticator.verify(answer, method: "ANNOUNCE", credentials: Self.credentials, now: now) }
+        let verify = { (answer: String, now: UInt64) in Self.authenticator.verify(answer, method: "ANNOUNCE", requestURI: uri, credentials: Self.credentials, now: now) }
         #expect(!verify(Self.digestAnswer(method: "ANNOUNCE", uri: uri, nonce: nonce, password: "nope"), 1001))
         #expect(!verify(Self.digestAnswer(method: "DESCRIBE", uri: uri, nonce: nonce), 1001))
         #expect(!verify(Self.digestAnswer(method: "ANNOUNCE", uri: uri, nonce: nonce, realm: "other"), 1001))
@@ -58,7 +70,7 @@ import Testing
     }
 
     @Test func basicIsAcceptedOnlyWithTheRightPair() {
-        let verify = { (header: String?) in Self.authenticator.verify(header, method: "ANNOUNCE", credentials: Self.credentials, now: 5) }
+        let verify = { (header: String?) in Self.authenticator.verify(header, method: "ANNOUNCE", requestURI: "/", credentials: Self.credentials, now: 5) }
         #expect(verify("Basic dXNlcjpwYXNz"))       // user:pass
         #expect(verify("basic   dXNlcjpwYXNz  "))
         #expect(!verify("Basic dXNlcjpwYXNzeA=="))  // user:passx
@@ -71,7 +83,7 @@ import Testing
 
     @Test(arguments: ["Digest", "Digest ", "Digest username=\"unterminated", "Digest =x", "Digest ,,,,", "Digest a=b,,c=\"d,e\""])
     func malformedDigestHeadersAreRefusedNotTrapped(_ header: String) {
-        #expect(!Self.authenticator.verify(header, method: "ANNOUNCE", credentials: Self.credentials, now: 5))
+        #expect(!Self.authenticator.verify(header, method: "ANNOUNCE", requestURI: "/", credentials: Self.credentials, now: 5))
     }
 
     @Test func digestParametersKeepCommasInsideQuotes() {

@@ -33,7 +33,8 @@ import Testing
 
     @Test func aMillionBlankLinesBeforeARequestDoNotRecurse() throws {
         var buffer = ByteBuffer(string: String(repeating: "\r\n", count: 500_000) + "OPTIONS * RTSP/1.0\r\nCSeq: 1\r\n\r\n")
-        let item = try RTSPMessageParser().parse(&buffer)
+        var parser = RTSPMessageParser()
+        let item = try parser.parse(&buffer)
         guard case let .request(request) = item else {
             Issue.record("no request after the blank lines")
             return
@@ -48,7 +49,8 @@ import Testing
         bytes += [0, 0x5C, 0xFF, 0xFE, 0x0D, 0x0A, 0x0D, 0x0A]
         var buffer = ByteBuffer(bytes: bytes)
         #expect {
-            _ = try RTSPMessageParser().parse(&buffer)
+            var parser = RTSPMessageParser()
+            _ = try parser.parse(&buffer)
         } throws: { error in
             let text = (error as? RTSPParseError)?.description ?? ""
             return text.hasPrefix("malformed header line: X\\u{1b}[2J\\u{0}\\u{5c}")

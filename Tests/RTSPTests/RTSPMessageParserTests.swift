@@ -4,6 +4,7 @@ import Testing
 
 /// Feeds `bytes` one byte at a time, as the slowest network would, collecting every item.
 func parseByteAtATime(_ bytes: [UInt8], parser: RTSPMessageParser = RTSPMessageParser()) throws -> [RTSPInbound] {
+    var parser = parser
     var buffer = ByteBuffer()
     var items: [RTSPInbound] = []
     for byte in bytes {
@@ -15,6 +16,7 @@ func parseByteAtATime(_ bytes: [UInt8], parser: RTSPMessageParser = RTSPMessageP
 }
 
 func parseWhole(_ bytes: [UInt8], parser: RTSPMessageParser = RTSPMessageParser()) throws -> [RTSPInbound] {
+    var parser = parser
     var buffer = ByteBuffer(bytes: bytes)
     var items: [RTSPInbound] = []
     while let item = try parser.parse(&buffer) { items.append(item) }
@@ -114,7 +116,7 @@ func parseWhole(_ bytes: [UInt8], parser: RTSPMessageParser = RTSPMessageParser(
         // A line that never ends is refused once it passes the limit, not buffered forever.
         var limits = RTSPMessageParser.Limits()
         limits.maximumLineLength = 256
-        let parser = RTSPMessageParser(limits: limits)
+        var parser = RTSPMessageParser(limits: limits)
         var buffer = ByteBuffer(bytes: Array(repeating: UInt8(ascii: "A"), count: 300))
         #expect(throws: RTSPParseError.lineTooLong(limit: 256)) { _ = try parser.parse(&buffer) }
 
@@ -124,10 +126,15 @@ func parseWhole(_ bytes: [UInt8], parser: RTSPMessageParser = RTSPMessageParser(
 
     @Test func partialMessageWaitsWithoutConsuming() throws {
         var buffer = ByteBuffer(string: "OPTIONS rtsp://x RTSP/1.0\r\nCSeq: 1\r\nContent-Length: 4\r\n\r\nab")
-        #expect(try RTSPMessageParser().parse(&buffer) == nil)
+        var parser = RTSPMessageParser()
+        #expect(try parser.parse(&buffer) == nil)
         #expect(buffer.readerIndex == 0)
         buffer.writeString("cd")
-        #expect(try RTSPMessageParser().parse(&buffer) != nil)
+        #expect(try parser.parse(&buffer) != nil)
+        // A fresh parser over the same bytes reads the same message: nothing was consumed early.
+        var again = ByteBuffer(string: "OPTIONS rtsp://x RTSP/1.0\r\nCSeq: 1\r\nContent-Length: 4\r\n\r\nabcd")
+        var fresh = RTSPMessageParser()
+        #expect(try fresh.parse(&again) != nil)
     }
 }
 

@@ -1,0 +1,170 @@
+import Dispatch
+import Hummingbird
+import HummingbirdCore
+import Logging
+import NIOCore
+import NIOHTTPTypes
+import Synchronization
+
+/// How many HTTP connections the node holds, in all and per IP address. Every connection is a
+/// file descriptor, and RTSP, HLS files and the store need theirs: past either limit a new
+/// connection is closed at once, before it can hold anything.
+public final class HTTPConnectionLimiter: Sendable {
+    public struct Limits: Sendable {
+        public var total = 512
+        public var perAddress = 64
+        /// Seconds a request may take from its head to its last body byte.
+        public var requestTimeout: Int64 = 30
+        public init() {}
+    }
+
+    public let limits: Limits
+    private let state = Mutex<(total: Int, byAddress: [String: Int], refused: Int)>((0, [:], 0))
+
+    public init(limits: Limits) {
+        self.limits = limits
+    }
+
+    func admit(_ address: String) -> Bool {
+        state.withLock { state in
+            let fromAddress = state.byAddress[address, default: 0]
+            guard state.total < limits.total, fromAddress < limits.perAddress else {
+                state.refused += 1
+                return false
+            }
+            state.total += 1
+            state.byAddress[address] = fromAddress + 1
+            return true
+        }
+    }
+
+    func release(_ address: String) {
+        state.withLock { state in
+            state.total -= 1
+            let left = state.byAddress[address, default: 1] - 1
+            state.byAddress[address] = left > 0 ? left : nil
+        }
+    }
+
+    public var openConnections: Int { state.withLock { $0.total } }
+    public var refusedConnections: Int { state.withLock { $0.refused } }
+}
+
+/// One HTTP connection's guard, after the HTTP decoder: counts the connection in (or closes it),
+/// and closes a connection whose request does not arrive whole within the request timeout (a
+/// body trickled a byte at a time). A connection with no request under way, or one whose head is
+/// still arriving, is closed by Hummingbird's idle timeout.
+final class HTTPConnectionGuard: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+
+    private let limiter: HTTPConnectionLimiter
+    private var admittedAddress: String?
+    private var deadline: Scheduled<Void>?
+
+    init(limiter: HTTPConnectionLimiter) {
+        self.limiter = limiter
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { admit(context: context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        admit(context: context)
+        context.fireChannelActive()
+    }
+
+    private func admit(context: ChannelHandlerContext) {
+        guard admittedAddress == nil else { return }
+        let address = context.channel.remoteAddress?.ipAddress ?? "?"
+        guard limiter.admit(address) else {
+            context.close(promise: nil)
+            return
+        }
+        admittedAddress = address
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        releaseSlot()
+        context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        releaseSlot()
+    }
+
+    private func releaseSlot() {
+        deadline?.cancel()
+        deadline = nil
+        if let address = admittedAddress {
+            limiter.release(address)
+            admittedAddress = nil
+        }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head:
+            deadline?.cancel()
+            let channel = context.channel
+            deadline = context.eventLoop.scheduleTask(in: .seconds(limiter.limits.requestTimeout)) { channel.close(promise: nil) }
+        case .end:
+            deadline?.cancel()
+            deadline = nil
+        case .body:
+            break
+        }
+        context.fireChannelRead(data)
+    }
+}
+
+/// A request context that knows the client's address (for per-address limits).
+public struct NodeRequestContext: RequestContext, RemoteAddressRequestContext {
+    public var coreContext: CoreRequestContextStorage
+    public let remoteAddress: SocketAddress?
+
+    public init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        remoteAddress = source.channel.remoteAddress
+    }
+
+    var clientAddress: String { remoteAddress?.ipAddress ?? "?" }
+}
+
+/// Failed logins per client address: a burst, then one more every `interval` seconds, so a
+/// password cannot be guessed at the speed of the network. A successful login costs nothing.
+final class LoginThrottle: Sendable {
+    static let burst = 10.0
+    static let interval = 3.0
+    /// Addresses remembered at most; past it those that are back to a full burst are forgotten.
+    static let maximumAddresses = 10_000
+
+    private let state = Mutex<[String: (failures: Double, at: Double)]>([:])
+
+    /// Seconds to wait before the next attempt from `address`, or nil when it may try now.
+    func retryAfter(_ address: String, now: Double) -> Int? {
+        state.withLock { state in
+            guard let entry = state[address] else { return nil }
+            let failures = max(0, entry.failures - (now - entry.at) / Self.interval)
+            guard failures + 1 > Self.burst else { return nil }
+            return max(1, Int(((failures + 1 - Self.burst) * Self.interval).rounded(.up)))
+        }
+    }
+
+    func recordFailure(_ address: String, now: Double) {
+        state.withLock { state in
+            let previous = state[address].map { max(0, $0.failures - (now - $0.at) / Self.interval) } ?? 0
+            state[address] = (min(previous + 1, Self.burst * 2), now)
+            if state.count > Self.maximumAddresses {
+                state = state.filter { $0.value.failures - (now - $0.value.at) / Self.interval > 0 }
+            }
+            if state.count > Self.maximumAddresses {
+                // Still full (failures from that many addresses at once): keep half, arbitrarily.
+                state = Dictionary(uniqueKeysWithValues: state.prefix(Self.maximumAddresses / 2).map { ($0.key, $0.value) })
+            }
+        }
+    }
+
+    static func now() -> Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
+}
