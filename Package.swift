@@ -126,7 +126,8 @@ let package = Package(
             name: "ControlPlaneTests",
             dependencies: ["ControlPlane", "LiveNode", "MediaCore", "TestSupport", "Transcoder",
                            .product(name: "HummingbirdTesting", package: "hummingbird"),
-                           .product(name: "JWTKit", package: "jwt-kit")]
+                           .product(name: "JWTKit", package: "jwt-kit"),
+                           .product(name: "Crypto", package: "swift-crypto")]
         ),
     ],
     swiftLanguageModes: [.v6]

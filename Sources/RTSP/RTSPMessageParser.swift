@@ -77,6 +77,8 @@ public struct RTSPMessageParser: Sendable {
     }
 
     private var partial = Partial()
+    /// Bytes searched for line ends so far: what parsing costs, for tests that it stays linear.
+    public private(set) var bytesExamined = 0
 
     public init(limits: Limits = Limits()) {
         self.limits = limits
@@ -129,11 +131,14 @@ public struct RTSPMessageParser: Sendable {
         let end = buffer.writerIndex
         while true {
             let lineStart = base + partial.scanned
-            guard let lineEnd = Self.findLineEnd(buffer, lineStart: lineStart, searchFrom: lineStart + partial.searched, to: end) else {
+            let searchFrom = lineStart + partial.searched
+            guard let lineEnd = Self.findLineEnd(buffer, lineStart: lineStart, searchFrom: searchFrom, to: end) else {
+                bytesExamined += max(0, end - searchFrom)
                 partial.searched = end - lineStart
                 if end - lineStart > limits.maximumLineLength { throw .lineTooLong(limit: limits.maximumLineLength) }
                 return false
             }
+            bytesExamined += lineEnd.next - searchFrom
             partial.searched = 0
             let length = lineEnd.contentEnd - lineStart
             if length > limits.maximumLineLength { throw .lineTooLong(limit: limits.maximumLineLength) }

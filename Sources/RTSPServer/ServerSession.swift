@@ -31,8 +31,8 @@ final class ServerSession: Sendable {
         var receiverSSRC = UInt32.random(in: 1...UInt32.max)
         /// Where every track's timeline was re-anchored after a timestamp jump, in seconds since RECORD.
         var timelineAnchor: Double?
-        /// When the publisher's in-band parameter sets were first refused, with nothing acceptable since (UDP).
-        var firstRefusal: UInt64?
+        /// Refusals of the publisher's in-band parameter sets (UDP: one forged packet must not end the publish).
+        var refusals = RefusalStreak()
         // Player
         var stream: LiveStream?
         var playerTransports: [Int: RTSPTransport] = [:]
@@ -130,29 +130,25 @@ final class ServerSession: Sendable {
             for (ready, lost) in track.reorder.push(packet) {
                 switch track.kind {
                 case var .video(depacketizer):
-                    var units = depacketizer.push(ready, lostBefore: lost)
-                    if let sps = depacketizer.sps, let pps = depacketizer.pps,
-                       track.videoFormat?.sps != sps || track.videoFormat?.pps != pps,
-                       let format = VideoFormat(sps: sps, pps: pps, frameRate: track.media.frameRate) {
-                        let refusal = format.width * format.height > maximumPixels
-                            ? "\(path): the stream's SPS announces a \(format.width)x\(format.height) picture, larger than the node's limit of \(maximumPixels) pixels"
-                            : state.sink?.refusal(of: format)
-                        if let refusal {
-                            units.removeAll()
-                            depacketizer.restoreParameterSets(sps: track.videoFormat?.sps, pps: track.videoFormat?.pps)
-                            if !forgeable {
-                                stop = refusal
-                            } else if let first = state.firstRefusal, Double(now &- first) / 1e9 >= Self.refusalPersistence {
-                                stop = refusal + " (for \(Int(Self.refusalPersistence)) s)"
-                            } else if state.firstRefusal == nil {
-                                state.firstRefusal = now
+                    for unit in depacketizer.push(ready, lostBefore: lost) {
+                        // Parameter sets in the unit itself, else the latest seen in-band (sent apart).
+                        let sps = unit.nalUnits.last { ($0.first ?? 0) & 0x1F == 7 } ?? depacketizer.sps
+                        let pps = unit.nalUnits.last { ($0.first ?? 0) & 0x1F == 8 } ?? depacketizer.pps
+                        if let sps, let pps, track.videoFormat?.sps != sps || track.videoFormat?.pps != pps,
+                           let format = VideoFormat(sps: sps, pps: pps, frameRate: track.media.frameRate) {
+                            let refusal = format.width * format.height > maximumPixels
+                                ? "\(path): the stream's SPS announces a \(format.width)x\(format.height) picture, larger than the node's limit of \(maximumPixels) pixels"
+                                : state.sink?.refusal(of: format)
+                            if let refusal {
+                                // Nothing of that format goes on: the unit, and what follows until an IDR with sets we take.
+                                depacketizer.restoreParameterSets(sps: track.videoFormat?.sps, pps: track.videoFormat?.pps)
+                                if !forgeable || state.refusals.persisted(now: now, for: Self.refusalPersistence) {
+                                    stop = refusal
+                                }
+                                continue
                             }
-                        } else {
                             track.videoFormat = format
                         }
-                    }
-                    if !units.isEmpty { state.firstRefusal = nil }
-                    for unit in units {
                         if track.jumps(to: unit.timestamp) { restartTimeline() }
                         let ticks = track.unwrap(unit.timestamp, startTicks: anchorTicks(track))
                         if let format = track.videoFormat { videoOut.append((unit, ticks, format)) }
@@ -182,6 +178,27 @@ final class ServerSession: Sendable {
 
     /// Seconds a forgeable (UDP) publisher must keep sending refused parameter sets before its publish stops.
     static let refusalPersistence = 2.0
+
+    /// Refusals close together in time: a publisher that really switched to a refused format sends
+    /// it at every keyframe, a forged packet once.
+    struct RefusalStreak {
+        private var first: UInt64?
+        private var last: UInt64 = 0
+        private var count = 0
+
+        /// Counts a refusal at `now` (uptime nanoseconds); true once refusals have kept coming for
+        /// `seconds`, no two of them further apart than that.
+        mutating func persisted(now: UInt64, for seconds: Double) -> Bool {
+            let window = UInt64(seconds * 1e9)
+            if first == nil || now &- last > window {
+                first = now
+                count = 0
+            }
+            last = now
+            count += 1
+            return count >= 3 && now &- first! >= window
+        }
+    }
 
     /// RTCP receiver reports for a publisher, one per track with its transport, when due.
     func receiverReportsIfDue(interval: UInt64) -> [(transport: RTSPTransport, report: RTCPPacket)] {

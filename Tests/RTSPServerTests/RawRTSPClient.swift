@@ -8,8 +8,17 @@ final class RawRTSPClient {
     private let socketDescriptor: Int32
 
     /// - Parameter receiveBuffer: a small SO_RCVBUF makes a client that stops reading stall quickly.
-    init(port: Int, receiveBuffer: Int32? = nil) throws {
+    /// - Parameter sourceAddress: the loopback address to connect from (127.0.0.2 is another client).
+    init(port: Int, receiveBuffer: Int32? = nil, sourceAddress: String? = nil) throws {
         socketDescriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        if let sourceAddress {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            local.sin_addr.s_addr = inet_addr(sourceAddress)
+            _ = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socketDescriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+        }
         if var size = receiveBuffer {
             setsockopt(socketDescriptor, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
         }
@@ -42,6 +51,10 @@ final class RawRTSPClient {
         var data = [UInt8]()
         var chunk = [UInt8](repeating: 0, count: 4096)
         while true {
+            // Interleaved frames (RTCP receiver reports to a publisher) come between answers.
+            while data.first == 0x24, data.count >= 4, data.count >= 4 + (Int(data[2]) << 8 | Int(data[3])) {
+                data.removeFirst(4 + (Int(data[2]) << 8 | Int(data[3])))
+            }
             let text = String(decoding: data, as: UTF8.self)
             if let end = text.range(of: "\r\n\r\n") {
                 let head = text[..<end.lowerBound]

@@ -190,3 +190,34 @@ func parseWhole(_ bytes: [UInt8], parser: RTSPMessageParser = RTSPMessageParser(
         #expect(machine.state == .active)
     }
 }
+
+/// A peer trickling a large header block a byte at a time costs the node the same per byte as
+/// one that sends it at once: the parser never searches the same bytes again.
+@Suite struct RTSPParserCostTests {
+    @Test func aHeaderBlockTrickledByteByByteIsSearchedOnce() throws {
+        let headers = (0..<60).map { "X-Padding-\($0): \(String(repeating: "v", count: 60))\r\n" }.joined()
+        let request = Array("OPTIONS rtsp://x/live/a RTSP/1.0\r\nCSeq: 1\r\n\(headers)\r\n".utf8)
+        var parser = RTSPMessageParser()
+        var buffer = ByteBuffer()
+        var items = 0
+        for byte in request {
+            buffer.writeInteger(byte)
+            while try parser.parse(&buffer) != nil { items += 1 }
+            buffer.discardReadBytes()
+        }
+        #expect(items == 1)
+        #expect(parser.bytesExamined <= request.count, "\(parser.bytesExamined) bytes searched for \(request.count)")
+    }
+
+    @Test func controlCharactersInsideALineAreRefused() {
+        for bad in ["OPTIONS * RTSP/1.0\r\nCSeq: 1\rInjected: yes\r\n\r\n", "OPTIONS *\u{1}x RTSP/1.0\r\nCSeq: 1\r\n\r\n"] {
+            var buffer = ByteBuffer(string: bad)
+            var parser = RTSPMessageParser()
+            #expect(throws: RTSPParseError.self) { _ = try parser.parse(&buffer) }
+        }
+        var out = ByteBuffer()
+        RTSPResponse(status: 200, headers: ["CSeq": "1\r\nX-Evil: 1", "Content-Base": "rtsp://h/a\rb/"]).write(to: &out)
+        let text = String(buffer: out)
+        #expect(!text.contains("\r\nX-Evil") && text.contains("CSeq: 1X-Evil: 1\r\n") && text.contains("Content-Base: rtsp://h/ab/\r\n"))
+    }
+}

@@ -1,0 +1,156 @@
+import ControlPlane
+import Crypto
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import LiveNode
+import NIOCore
+import RTSPServer
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The HTTP side of issue 22: descriptors, logins and tokens against an attacker.
+@Suite struct HTTPHardeningTests {
+    /// A raw TCP connection from a chosen loopback address.
+    final class Connection {
+        let descriptor: Int32
+
+        init(port: Int, from source: String = "127.0.0.1") throws {
+            descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var timeout = timeval(tv_sec: 5, tv_usec: 0)
+            setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            local.sin_addr.s_addr = inet_addr(source)
+            _ = withUnsafePointer(to: &local) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+            var remote = sockaddr_in()
+            remote.sin_family = sa_family_t(AF_INET)
+            remote.sin_port = in_port_t(UInt16(port).bigEndian)
+            remote.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let result = withUnsafePointer(to: &remote) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+            guard result == 0 else { throw POSIXError(.ECONNREFUSED) }
+        }
+
+        deinit { close(descriptor) }
+
+        func send(_ text: String) { _ = Array(text.utf8).withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } }
+
+        /// What arrives before the server closes the connection or 5 s pass; `closed` when it closed.
+        func read() -> (text: String, closed: Bool) {
+            var data = [UInt8]()
+            var chunk = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let count = recv(descriptor, &chunk, chunk.count, 0)
+                if count == 0 { return (String(decoding: data, as: UTF8.self), true) }
+                if count < 0 { return (String(decoding: data, as: UTF8.self), false) }
+                data += chunk[0..<count]
+                if String(decoding: data, as: UTF8.self).contains("\r\n\r\n") { return (String(decoding: data, as: UTF8.self), false) }
+            }
+        }
+    }
+
+    static func eventually(_ timeout: Double = 10, _ condition: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if condition() { return true }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        return condition()
+    }
+
+    /// 20 000 half-open connections took every descriptor the process had. Now connections are
+    /// capped in all and per address, and one that sends nothing (or a header that never ends)
+    /// is closed after the idle timeout; another client is served throughout.
+    @Test func excessAndIdleConnectionsAreClosedAndOthersAreServed() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("abr-http-\(UUID().uuidString.prefix(8))")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var configuration = ControlPlane.Configuration(credentials: NodeCredentials(adminUser: "admin", adminPassword: "pw", jwtSecret: TestPlane.secret))
+        configuration.httpConnections.total = 12
+        configuration.httpConnections.perAddress = 6
+        configuration.httpIdleTimeout = 2
+        let plane = await ControlPlane(configuration: configuration, nodeConfiguration: LiveNode.Configuration(dataDirectory: directory),
+                                       registry: StreamRegistry(), store: try NodeStore(directory: directory))
+        defer {
+            plane.drain()
+            try? plane.store.close()
+        }
+        let app = HTTPAPI.makeApplication(plane, host: "127.0.0.1", port: 0)
+        try await app.test(.live) { client in
+            let port = try #require(client.port)
+            let limiter = plane.httpConnections
+            // Six connections from one address: one sends nothing, the others a header that never ends.
+            var hogs: [Connection] = []
+            for index in 0..<6 {
+                let hog = try Connection(port: port)
+                if index > 0 { hog.send("GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ") }
+                hogs.append(hog)
+            }
+            #expect(Self.eventually(3) { limiter.openConnections == 6 })
+            let seventh = try Connection(port: port)
+            #expect(seventh.read().closed, "past the per-address limit a connection is closed at once")
+            // Another address is served meanwhile.
+            let other = try Connection(port: port, from: "127.0.0.2")
+            other.send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            let answer = other.read()
+            #expect(answer.text.hasPrefix("HTTP/1.1 200"), "\(answer) open \(limiter.openConnections) refused \(limiter.refusedConnections)")
+            // The idle and the slow ones are closed by the timeout, and their slots come back.
+            for hog in hogs { #expect(hog.read().closed) }
+            #expect(Self.eventually(3) { limiter.openConnections <= 1 }, "\(limiter.openConnections) still open")
+            #expect(limiter.refusedConnections >= 1)
+        }
+    }
+
+    /// `PUT /as/v1/auth/login` had no limit: a password could be guessed at network speed.
+    @Test func failedLoginsAreThrottledWith429AndRetryAfter() async throws {
+        let plane = try await TestPlane.make()
+        defer { plane.close() }
+        try await plane.withClient { client in
+            let wrong: HTTPFields = [.authorization: "Basic " + Data("admin:guess".utf8).base64EncodedString()]
+            // A burst of 10 failures, then one every few seconds: within a few more the guesser waits.
+            var attempts = 0
+            var throttled: HTTPResponse?
+            while throttled == nil, attempts < 20 {
+                attempts += 1
+                try await client.execute(uri: "/as/v1/auth/login", method: .put, headers: wrong) { response in
+                    if response.status == .tooManyRequests { throttled = response.head } else { #expect(response.status == .unauthorized) }
+                }
+            }
+            let refusal = try #require(throttled, "no 429 after \(attempts) wrong passwords")
+            #expect(attempts > 10, "the first 10 are answered")
+            #expect(Int(refusal.headerFields[.retryAfter] ?? "") ?? 0 >= 1)
+            // The right password waits too: the throttle does not tell a guesser when it was right.
+            let right: HTTPFields = [.authorization: "Basic " + Data("\(TestPlane.user):\(TestPlane.password)".utf8).base64EncodedString()]
+            try await client.execute(uri: "/as/v1/auth/login", method: .put, headers: right) { #expect($0.status == .tooManyRequests) }
+        }
+    }
+
+    /// A token whose header names HS384 but that is signed HS256 with the node's secret was
+    /// accepted: the header's `alg` is now held to the one the node uses.
+    @Test func aTokenLabelledWithAnotherAlgorithmIsRefused() async throws {
+        let plane = try await TestPlane.make()
+        defer { plane.close() }
+        @Sendable func base64URL(_ data: Data) -> String {
+            data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        }
+        let now = Int(Date().timeIntervalSince1970)
+        @Sendable func token(alg: String) -> String {
+            let input = base64URL(Data("{\"alg\":\"\(alg)\",\"typ\":\"JWT\"}".utf8)) + "."
+                + base64URL(Data("{\"sub\":\"admin\",\"iat\":\(now),\"exp\":\(now + 600)}".utf8))
+            let signature = HMAC<SHA256>.authenticationCode(for: Data(input.utf8), using: SymmetricKey(data: Data(TestPlane.secret.utf8)))
+            return input + "." + base64URL(Data(signature))
+        }
+        try await plane.withClient { client in
+            try await client.execute(uri: "/as/v1/streams/provision/default", method: .get, headers: bearer(token(alg: "HS256"))) {
+                #expect($0.status == .ok, "the control: a well-formed HS256 token")
+            }
+            for alg in ["HS384", "HS512", "none", "RS256"] {
+                try await client.execute(uri: "/as/v1/streams/provision/default", method: .get, headers: bearer(token(alg: alg))) { response in
+                    #expect(response.status == .unauthorized, "\(alg)")
+                }
+            }
+        }
+    }
+}
