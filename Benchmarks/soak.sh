@@ -2,8 +2,11 @@
 # Soak: one node, one publisher in real time for a long while (the bundled 3-level ladder, top
 # passed through, two rungs encoded), with players that keep joining and leaving over RTSP (TCP
 # and UDP, ffmpeg and GStreamer) and HLS (playlists and segments fetched like a player), and
-# hostile clients now and then. Every minute it records the node's resident memory, its open
-# file descriptors, the players connected and the job's state, so a leak shows as a slope.
+# hostile clients now and then: malformed and trickled requests, and every 20 s a round of
+# Benchmarks/hostile-clients.py (a player with client_port=0, one hoarding sessions, a header
+# injection, a publisher with a wrong password, forged RTP datagrams, HTTP half-open
+# connections, failed logins), logged to Benchmarks/work/soak/hostile.log.
+# Every minute it records the node's resident memory, its open file descriptors, the players connected and the job's state, so a leak shows as a slope.
 #
 #   Benchmarks/soak.sh [minutes]     (default 30; ./abr soak runs it)
 #
@@ -20,10 +23,11 @@ swift build -c release --product abr-worker >/dev/null
 worker=.build/release/abr-worker
 rtsp_port=18754
 http_port=18755
+rtp_port=18756
 
 # ABR_SOAK_PREFIX runs the node under a tool (e.g. "heaptrack -o Benchmarks/work/soak/heap") to see
 # where memory goes; the figures below are then the node's own, found by its command line.
-${ABR_SOAK_PREFIX:-} "$worker" serve --rtsp-port "$rtsp_port" --http-port "$http_port" --data-dir "$work/data" --status-interval 0 \
+${ABR_SOAK_PREFIX:-} "$worker" serve --rtsp-port "$rtsp_port" --http-port "$http_port" --rtp-port "$rtp_port" --data-dir "$work/data" --status-interval 0 \
   --provision Fixtures/provisions/sm2-3-level.json --publish-loop Fixtures/720p30-h264-aac.mp4 >"$work/node.log" 2>&1 &
 node=$!
 if [ -n "${ABR_SOAK_PREFIX:-}" ]; then
@@ -74,6 +78,7 @@ s=socket.create_connection(('127.0.0.1',$rtsp_port)); s.sendall(sys.stdin.buffer
     timeout 3 python3 -c "
 import socket,os
 s=socket.create_connection(('127.0.0.1',$rtsp_port)); s.sendall(os.urandom(3000))" >/dev/null 2>&1 || true
+    timeout 60 python3 Benchmarks/hostile-clients.py "$rtsp_port" "$http_port" "$rtp_port" >>"$work/hostile.log" 2>&1 || true
     sleep 20
   done
 }

@@ -4,6 +4,7 @@ import HummingbirdCore
 import Logging
 import NIOCore
 import NIOHTTPTypes
+import RTSPServer
 import Synchronization
 
 /// How many HTTP connections the node holds, in all and per IP address. Every connection is a
@@ -19,35 +20,15 @@ public final class HTTPConnectionLimiter: Sendable {
     }
 
     public let limits: Limits
-    private let state = Mutex<(total: Int, byAddress: [String: Int], refused: Int)>((0, [:], 0))
+    let quota: ConnectionQuota
 
     public init(limits: Limits) {
         self.limits = limits
+        quota = ConnectionQuota(total: limits.total, perAddress: limits.perAddress)
     }
 
-    func admit(_ address: String) -> Bool {
-        state.withLock { state in
-            let fromAddress = state.byAddress[address, default: 0]
-            guard state.total < limits.total, fromAddress < limits.perAddress else {
-                state.refused += 1
-                return false
-            }
-            state.total += 1
-            state.byAddress[address] = fromAddress + 1
-            return true
-        }
-    }
-
-    func release(_ address: String) {
-        state.withLock { state in
-            state.total -= 1
-            let left = state.byAddress[address, default: 1] - 1
-            state.byAddress[address] = left > 0 ? left : nil
-        }
-    }
-
-    public var openConnections: Int { state.withLock { $0.total } }
-    public var refusedConnections: Int { state.withLock { $0.refused } }
+    public var openConnections: Int { quota.open }
+    public var refusedConnections: Int { quota.refused }
 }
 
 /// One HTTP connection's guard, after the HTTP decoder: counts the connection in (or closes it),
@@ -78,7 +59,7 @@ final class HTTPConnectionGuard: ChannelInboundHandler, RemovableChannelHandler 
     private func admit(context: ChannelHandlerContext) {
         guard admittedAddress == nil else { return }
         let address = context.channel.remoteAddress?.ipAddress ?? "?"
-        guard limiter.admit(address) else {
+        guard limiter.quota.admit(address) else {
             context.close(promise: nil)
             return
         }
@@ -98,7 +79,7 @@ final class HTTPConnectionGuard: ChannelInboundHandler, RemovableChannelHandler 
         deadline?.cancel()
         deadline = nil
         if let address = admittedAddress {
-            limiter.release(address)
+            limiter.quota.release(address)
             admittedAddress = nil
         }
     }

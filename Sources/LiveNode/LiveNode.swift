@@ -127,10 +127,16 @@ public final class LiveNode: PublishPolicy, Sendable {
         for variant in ladder.variants {
             sinks[variant.level] = LiveStreamSink(stream: registry.stream(variant.streamGuid), variant: variant)
         }
-        var onEvent: (@Sendable (LiveLadderJob.Event) -> Void)?
-        if let listener = eventListener {
-            let guid = ladder.streamGuid
-            onEvent = { event in listener(guid, event) }
+        let listener = eventListener
+        let registry = registry
+        let (guid, top) = (ladder.streamGuid, ladder.top.streamGuid)
+        let onEvent: @Sendable (LiveLadderJob.Event) -> Void = { event in
+            // A publisher still connected when its job ends (silent past grace on its session)
+            // feeds nothing any more: it is disconnected, and a new publish starts a new job.
+            if event.kind == "ended" || event.kind == "failed" {
+                registry.revokePublisher(top, reason: "the job of \(guid) ended")
+            }
+            listener?(guid, event)
         }
         return LiveLadderJob(
             ladder: ladder, hlsDirectory: configuration.dataDirectory.appendingPathComponent("hls/\(ladder.streamGuid)"),

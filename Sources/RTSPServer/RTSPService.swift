@@ -53,7 +53,7 @@ public final class RTSPService: Sendable {
     let logger: Logger
     let sessions = SessionTable()
     let authenticator = RTSPAuthenticator(secret: RTSPAuthenticator.randomSecret())
-    private let connections = Mutex<(total: Int, byAddress: [String: Int])>((0, [:]))
+    private let connections: ConnectionQuota
     private let threads: Int
     /// Made by `start`, so a service that only handles connections given to it (tests, fuzzing) owns no threads.
     private let eventLoops = Mutex<MultiThreadedEventLoopGroup?>(nil)
@@ -62,6 +62,7 @@ public final class RTSPService: Sendable {
     public init(configuration: Configuration, registry: StreamRegistry, policy: any PublishPolicy,
                 logger: Logger = Logger(label: "abr.rtsp"), threads: Int = 1) {
         self.configuration = configuration
+        connections = ConnectionQuota(total: configuration.maximumConnections, perAddress: configuration.maximumConnectionsPerAddress)
         self.registry = registry
         self.policy = policy
         self.logger = logger
@@ -88,25 +89,11 @@ public final class RTSPService: Sendable {
     public var sessionCount: Int { sessions.count }
 
     /// Counts a new connection in; false when the node or that address is at its limit.
-    func admitConnection(from address: String) -> Bool {
-        connections.withLock { state in
-            let fromAddress = state.byAddress[address, default: 0]
-            guard state.total < configuration.maximumConnections, fromAddress < configuration.maximumConnectionsPerAddress else { return false }
-            state.total += 1
-            state.byAddress[address] = fromAddress + 1
-            return true
-        }
-    }
+    func admitConnection(from address: String) -> Bool { connections.admit(address) }
 
-    func releaseConnection(from address: String) {
-        connections.withLock { state in
-            state.total -= 1
-            let left = state.byAddress[address, default: 1] - 1
-            state.byAddress[address] = left > 0 ? left : nil
-        }
-    }
+    func releaseConnection(from address: String) { connections.release(address) }
 
-    public var connectionCount: Int { connections.withLock { $0.total } }
+    public var connectionCount: Int { connections.open }
 
     /// Binds the RTSP port and the UDP pair; returns the RTSP port.
     @discardableResult

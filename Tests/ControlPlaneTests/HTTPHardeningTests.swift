@@ -8,6 +8,7 @@ import LiveNode
 import NIOCore
 import RTSPServer
 import Testing
+import TestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -52,14 +53,6 @@ import Glibc
         }
     }
 
-    static func eventually(_ timeout: Double = 10, _ condition: () -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if condition() { return true }
-            Thread.sleep(forTimeInterval: 0.05)
-        }
-        return condition()
-    }
 
     /// 20 000 half-open connections took every descriptor the process had. Now connections are
     /// capped in all and per address, and one that sends nothing (or a header that never ends)
@@ -88,7 +81,7 @@ import Glibc
                 if index > 0 { hog.send("GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ") }
                 hogs.append(hog)
             }
-            #expect(Self.eventually(3) { limiter.openConnections == 6 })
+            #expect(waitUntil(timeout: 3) { limiter.openConnections == 6 })
             let seventh = try Connection(port: port)
             #expect(seventh.read().closed, "past the per-address limit a connection is closed at once")
             // Another address is served meanwhile.
@@ -98,7 +91,7 @@ import Glibc
             #expect(answer.text.hasPrefix("HTTP/1.1 200"), "\(answer) open \(limiter.openConnections) refused \(limiter.refusedConnections)")
             // The idle and the slow ones are closed by the timeout, and their slots come back.
             for hog in hogs { #expect(hog.read().closed) }
-            #expect(Self.eventually(3) { limiter.openConnections <= 1 }, "\(limiter.openConnections) still open")
+            #expect(waitUntil(timeout: 3) { limiter.openConnections <= 1 }, "\(limiter.openConnections) still open")
             #expect(limiter.refusedConnections >= 1)
         }
     }

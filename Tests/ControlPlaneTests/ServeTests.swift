@@ -140,6 +140,18 @@ import TestSupport
         #expect(elsewhere.status != 0, "HTTP answered on the RTSP address too")
     }
 
+    /// Under a descriptor limit too small for the configured connections, the node caps RTSP and
+    /// HTTP connections so a reserve stays for files and the store, says so, and serves.
+    @Test func aLowDescriptorLimitCapsConnectionsAndIsLogged() throws {
+        let scratch = Self.scratch()
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let node = try ServeProcess(dataDirectory: scratch.appendingPathComponent("data"), environment: Self.credentials,
+                                    launcher: ["/usr/bin/prlimit", "--nofile=600:600", "--"])
+        defer { node.stop() }
+        #expect(try node.http("GET", "/health").status == 200)
+        #expect(node.log.contains("the descriptor limit (ulimit -n) is 600: connections capped at 229 RTSP and 115 HTTP"), "\(node.log)")
+    }
+
     /// A node that cannot encode another ladder in real time refuses the publish, and says why.
     @Test func publishOverCapacityIsRefused() throws {
         let scratch = Self.scratch()

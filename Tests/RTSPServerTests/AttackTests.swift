@@ -13,15 +13,6 @@ import Testing
 @Suite(.serialized) struct AttackTests {
     static let credentials = RawRTSPClient.basic("user", "pass")
 
-    /// Waits up to `timeout` seconds for `condition`.
-    static func eventually(_ timeout: Double = 10, _ condition: () -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if condition() { return true }
-            Thread.sleep(forTimeInterval: 0.05)
-        }
-        return condition()
-    }
 
     // MARK: 1. UDP for everyone
 
@@ -48,10 +39,10 @@ import Testing
         // Whatever closes the shared socket (a firewall's EPERM on one send), UDP comes back on the same ports.
         let before = try #require(node.service.udpChannels)
         try before.rtp.close().wait()
-        #expect(Self.eventually { node.service.udpChannels.map { $0.rtp !== before.rtp && $0.rtp.isActive } ?? false })
+        #expect(waitUntil(timeout: 10) { node.service.udpChannels.map { $0.rtp !== before.rtp && $0.rtp.isActive } ?? false })
         let written = node.registry.existingStream("live/udp_1")?.framesWritten ?? 0
         streamer.stream(clip, from: 30, count: 30)
-        #expect(Self.eventually(3) { (node.registry.existingStream("live/udp_1")?.framesWritten ?? 0) > written + 20 },
+        #expect(waitUntil(timeout: 3) { (node.registry.existingStream("live/udp_1")?.framesWritten ?? 0) > written + 20 },
                 "the UDP publish must go on after the socket was bound again")
         #expect(publisher.keepAlive(node.url("live/udp_1"), session: started.session) == 200)
     }
@@ -122,7 +113,7 @@ import Testing
         viewer.send(setup + "CSeq: 1\r\n\r\n")
         #expect(viewer.status() == 200)
         hogs.removeAll()
-        #expect(Self.eventually { node.service.sessionCount == 2 }, "closed connections release their sessions")
+        #expect(waitUntil(timeout: 10) { node.service.sessionCount == 2 }, "closed connections release their sessions")
     }
 
     // MARK: 4. Slots released on every end
@@ -148,7 +139,7 @@ import Testing
                 streamer.sendPicture([big.sps, big.pps, [0x65, 0x88, 0x84, 0x00]], timestamp: UInt32(index * 9000))
                 Thread.sleep(forTimeInterval: 0.1)
             }
-            #expect(Self.eventually { node.service.sessionCount == 0 }, "attempt \(attempt) must leave the table")
+            #expect(waitUntil(timeout: 10) { node.service.sessionCount == 0 }, "attempt \(attempt) must leave the table")
         }
         let next = try RawRTSPClient(port: node.port)
         #expect(next.startPublishing(node.url("live/accepted_1")).statuses == [200, 200, 200])
@@ -172,16 +163,16 @@ import Testing
         let job = try #require(node.node.job("live/stream1"))
 
         // Silent past the media timeout, session kept.
-        #expect(Self.eventually(9) { job.state == .interrupted })
+        #expect(waitUntil(timeout: 9) { job.state == .interrupted })
         #expect(first.keepAlive(node.url("live/stream1_1"), session: started.session) == 200)
         let written = node.registry.existingStream("live/stream1_3")?.framesWritten ?? 0
         streamer.stream(clip, from: 60, count: 60)
         #expect(job.state == .running, "sending again on the same session resumes the job")
         #expect(job.events.contains { $0.kind == "resumed" })
-        #expect(Self.eventually(5) { (node.registry.existingStream("live/stream1_3")?.framesWritten ?? 0) > written + 20 })
+        #expect(waitUntil(timeout: 5) { (node.registry.existingStream("live/stream1_3")?.framesWritten ?? 0) > written + 20 })
 
         // Silent again; the app reconnects on a new connection before the old session times out.
-        #expect(Self.eventually(9) { job.state == .interrupted })
+        #expect(waitUntil(timeout: 9) { job.state == .interrupted })
         let second = try RawRTSPClient(port: node.port)
         #expect(second.startPublishing(node.url("live/stream1_1"), authorization: Self.credentials).statuses == [200, 200, 200])
         RTPStreamer.interleaved(second, ssrc: 0x5555).stream(clip, count: 45)
@@ -237,7 +228,7 @@ import Testing
         try #require(before >= 1, "HLS before the jump")
         streamer.timestampBase &-= 90000 * 600  // ten minutes back
         streamer.stream(clip, from: 150, count: 180)
-        #expect(Self.eventually(5) { segments() >= before + 2 }, "HLS must go on after the jump (had \(before), now \(segments()))")
+        #expect(waitUntil(timeout: 5) { segments() >= before + 2 }, "HLS must go on after the jump (had \(before), now \(segments()))")
         let text = (try? String(contentsOf: playlist, encoding: .utf8)) ?? ""
         #expect(text.contains("#EXT-X-DISCONTINUITY"), "\(text)")
         #expect(node.node.job("live/stream1")?.state == .running)
@@ -256,11 +247,11 @@ import Testing
             let started = publisher.startPublishing(node.url("relay/path\(index)"))
             try #require(started.statuses == [200, 200, 200])
             RTPStreamer.interleaved(publisher).stream(clip, count: 16, pace: false)
-            #expect(Self.eventually(3) { node.registry.existingStream("relay/path\(index)")?.framesWritten ?? 0 > 0 })
+            #expect(waitUntil(timeout: 3) { node.registry.existingStream("relay/path\(index)")?.framesWritten ?? 0 > 0 })
             publisher.send("TEARDOWN \(node.url("relay/path\(index)")) RTSP/1.0\r\nCSeq: 9\r\nSession: \(started.session)\r\n\r\n")
             #expect(publisher.status() == 200)
         }
-        #expect(Self.eventually { node.registry.count == baseline }, "\(node.registry.paths)")
+        #expect(waitUntil(timeout: 10) { node.registry.count == baseline }, "\(node.registry.paths)")
     }
 
     // MARK: Descriptors
@@ -274,6 +265,6 @@ import Testing
         for client in clients { client.send("OPTIONS * RTSP/1.0\r\nCSeq: 1\r\n\r\n") }
         for client in clients { #expect(client.status() == 200) }
         clients.removeAll()
-        #expect(Self.eventually { node.service.connectionCount == 0 && openDescriptorCount() <= baseline })
+        #expect(waitUntil(timeout: 10) { node.service.connectionCount == 0 && openDescriptorCount() <= baseline })
     }
 }

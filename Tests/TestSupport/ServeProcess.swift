@@ -27,7 +27,8 @@ public final class ServeProcess: @unchecked Sendable {
     public let errorFile: URL
 
     /// Starts the node and waits (up to 60 s) until it prints where it listens.
-    public init(dataDirectory: URL, arguments: [String] = [], environment: [String: String] = [:]) throws {
+    /// - Parameter launcher: a command the node runs under (`prlimit --nofile=…`), if any.
+    public init(dataDirectory: URL, arguments: [String] = [], environment: [String: String] = [:], launcher: [String] = []) throws {
         self.dataDirectory = dataDirectory
         try FileManager.default.createDirectory(at: dataDirectory, withIntermediateDirectories: true)
         let stamp = UUID().uuidString.prefix(8)
@@ -36,11 +37,12 @@ public final class ServeProcess: @unchecked Sendable {
         FileManager.default.createFile(atPath: outputFile.path, contents: nil)
         FileManager.default.createFile(atPath: errorFile.path, contents: nil)
         process = Process()
-        process.executableURL = URL(fileURLWithPath: workerExecutable)
+        process.executableURL = URL(fileURLWithPath: launcher.first ?? workerExecutable)
         // Tests count what every rung produces while the suite itself keeps the machine busy: a
         // rung shed for that would fail them for the wrong reason. Shedding has its own tests.
-        process.arguments = ["serve", "--host", "127.0.0.1", "--rtsp-port", "0", "--http-port", "0", "--data-dir", dataDirectory.path,
-                             "--status-interval", "0", "--no-load-shedding"] + arguments
+        process.arguments = launcher.dropFirst() + (launcher.isEmpty ? [] : [workerExecutable])
+            + ["serve", "--host", "127.0.0.1", "--rtsp-port", "0", "--http-port", "0", "--data-dir", dataDirectory.path,
+               "--status-interval", "0", "--no-load-shedding"] + arguments
         var env = ProcessInfo.processInfo.environment
         for (key, value) in environment { env[key] = value }
         process.environment = env
