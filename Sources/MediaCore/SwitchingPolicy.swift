@@ -1,0 +1,260 @@
+/// Which rung of a ladder one player gets as its link changes: a value fed samples of what the
+/// transport measured, on the caller's clock, returning decisions. It knows nothing of sockets,
+/// so it is tested by replaying bandwidth traces without sleeping (`TraceReplay`).
+///
+/// Its thresholds are the bandwidth hints' own (`BandwidthHints.VariantHint`): a player stays on a
+/// rung while its estimate is at least that rung's `downswitchBelowBitRate`, and moves up to a
+/// rung once its estimate is at least that rung's `upswitchAboveBitRate`, so the hints a node
+/// publishes are exactly what moves its players.
+///
+/// - **Down, fast and as far as needed.** A sample whose estimate is below the rung's down
+///   threshold counts as bad, and so does loss of `lossForDown` or more. After `downHold` seconds
+///   of bad samples, or at once when the estimate falls under half the rung's rate or the player's
+///   backlog passes `backlogForDown` seconds, the player moves to the highest rung its estimate
+///   carries, several rungs at a time when the link collapsed.
+/// - **Up, slowly and one rung at a time.** After `upHold` clean seconds (no bad sample, a small
+///   backlog), a player whose measured estimate reaches the next rung's up threshold moves up.
+///   A transport that sends only what the rung needs measures no more than that (its samples are
+///   app-limited), so the policy asks for a probe at the next rung's threshold first
+///   (`probe`: padding, or a burst), and judges the samples taken while it runs.
+/// - **Backoff.** A move up followed by a move down within `failedUpWindow` seconds (the player
+///   saw it) doubles the clean time needed before the next try, up to `maximumUpHold`; a rung held
+///   for `failedUpWindow` after a move up brings it back to `upHold`. A probe that found too
+///   little (the player saw nothing) only spaces the next probe out, up to `maximumProbeHold`, so
+///   a link that recovers is found within seconds.
+/// - **Live, whatever the link.** When even the lowest rung's backlog passes `maximumLag`
+///   seconds, the player skips to that rung's next IDR (`skipToLiveEdge`) instead of falling
+///   further behind.
+public struct SwitchingPolicy: Sendable {
+    /// One rung as the policy needs it: level 1 is the top.
+    public struct Rung: Sendable, Equatable {
+        public var level: Int
+        /// The rate the player needs on it (bit/s): the hints' required rate.
+        public var bitRate: Int
+        public var upswitchAbove: Int
+        public var downswitchBelow: Int
+
+        public init(level: Int, bitRate: Int, upswitchAbove: Int, downswitchBelow: Int) {
+            self.level = level
+            self.bitRate = bitRate
+            self.upswitchAbove = upswitchAbove
+            self.downswitchBelow = downswitchBelow
+        }
+
+        /// The rungs of a ladder's hints, top first.
+        public static func ladder(_ hints: BandwidthHints) -> [Rung] {
+            hints.variants.sorted { $0.abrLevel < $1.abrLevel }.map {
+                Rung(level: $0.abrLevel, bitRate: Int((Double($0.upswitchAboveBitRate) * BandwidthHints.upswitchFactor).rounded()),
+                     upswitchAbove: $0.upswitchAboveBitRate, downswitchBelow: $0.downswitchBelowBitRate)
+            }
+        }
+    }
+
+    /// What the transport says about one player's link at one moment.
+    public struct Sample: Sendable, Equatable {
+        /// Seconds on the caller's monotonic clock.
+        public var time: Double
+        /// What the link delivers (bit/s): TCP's delivery rate, or what RTCP reports imply; nil
+        /// when the transport has not measured anything yet.
+        public var estimate: Double?
+        /// The sender had nothing more to send while measuring: the link may carry more than the estimate.
+        public var appLimited: Bool
+        /// Packets lost since the last sample, as a fraction (RTCP's fraction lost; 0 on TCP).
+        public var lossFraction: Double
+        /// Media the player has been sent but not received, in seconds of media.
+        public var backlogSeconds: Double
+
+        public init(time: Double, estimate: Double?, appLimited: Bool = false, lossFraction: Double = 0, backlogSeconds: Double = 0) {
+            self.time = time
+            self.estimate = estimate
+            self.appLimited = appLimited
+            self.lossFraction = lossFraction
+            self.backlogSeconds = backlogSeconds
+        }
+    }
+
+    public enum Decision: Sendable, Equatable {
+        case stay
+        /// Switch to this level at its next IDR. With `flush`, what is queued for the player and
+        /// not sent yet is dropped at once and nothing more of the old rung is sent: a player that
+        /// is already behind gets the new rung from its next IDR instead of the backlog first.
+        case switchTo(level: Int, flush: Bool, reason: String)
+        /// Send extra (padding, or a burst) up to this rate for `probeDuration` seconds, so the
+        /// next samples measure whether the link carries the next rung.
+        case probe(bitRate: Int)
+        /// Drop what is queued and go on from the current rung's next IDR.
+        case skipToLiveEdge
+    }
+
+    public var downHold = 1.0
+    public var lossForDown = 0.10
+    public var lossForClean = 0.02
+    public var backlogForDown = 1.0
+    public var upHold = 6.0
+    public var maximumUpHold = 120.0
+    public var maximumProbeHold = 10.0
+    public var failedUpWindow = 10.0
+    public var probeDuration = 1.0
+    public var maximumLag = 2.0
+    /// Backlog above which a sample is not clean (seconds of media).
+    public var cleanBacklog = 0.3
+
+    public private(set) var rungs: [Rung]
+    public private(set) var level: Int
+    public private(set) var switches = 0
+    /// The policy's current view of the link (bit/s), for status.
+    public private(set) var estimate: Double?
+
+    private var badSince: Double?
+    private var cleanSince: Double?
+    private var currentUpHold = 6.0
+    private var probeHold = 6.0
+    private var lastUp: (time: Double, from: Int)?
+    private var levelSince: Double?
+    private var probe: (level: Int, until: Double, best: Double)?
+    private var lastSkip: Double?
+
+    /// - Parameters:
+    ///   - rungs: the ladder, in any order (level 1 is the top).
+    ///   - level: where the player starts (the level it asked for).
+    public init(rungs: [Rung], startingAt level: Int) {
+        self.rungs = rungs.sorted { $0.level < $1.level }
+        self.level = self.rungs.contains { $0.level == level } ? level : (self.rungs.last?.level ?? level)
+        currentUpHold = upHold
+        probeHold = upHold
+    }
+
+    /// New hints (measurements came in): the thresholds change, the player's level does not.
+    public mutating func update(rungs: [Rung]) {
+        guard !rungs.isEmpty else { return }
+        self.rungs = rungs.sorted { $0.level < $1.level }
+        if !self.rungs.contains(where: { $0.level == level }) { level = self.rungs.last!.level }
+    }
+
+    private var current: Rung { rungs.first { $0.level == level } ?? rungs.last! }
+    private var lowest: Rung { rungs.last! }
+    private var nextUp: Rung? { rungs.last { $0.level < level } }
+
+    /// The highest rung an estimate keeps a player on.
+    private func highestCarried(by estimate: Double) -> Rung {
+        rungs.first { Double($0.downswitchBelow) <= estimate } ?? lowest
+    }
+
+    public mutating func observe(_ sample: Sample) -> Decision {
+        // A transport's figures come from the network (RTCP can be forged): nonsense counts as nothing.
+        var sample = sample
+        if let value = sample.estimate, !value.isFinite || value < 0 { sample.estimate = nil }
+        sample.lossFraction = sample.lossFraction.isFinite ? min(1, max(0, sample.lossFraction)) : 0
+        sample.backlogSeconds = sample.backlogSeconds.isFinite ? max(0, sample.backlogSeconds) : 0
+        let now = sample.time
+        guard now.isFinite else { return .stay }
+        if levelSince == nil { levelSince = now }
+        // An app-limited sample says only that the link carries at least that much.
+        if let measured = sample.estimate, !sample.appLimited || measured > (estimate ?? 0) { estimate = measured }
+
+        // Live first: a player this far behind on the lowest rung skips ahead.
+        if sample.backlogSeconds > maximumLag {
+            if level == lowest.level {
+                guard lastSkip.map({ now - $0 >= maximumLag }) ?? true else { return .stay }
+                lastSkip = now
+                badSince = now
+                cleanSince = nil
+                return .skipToLiveEdge
+            }
+            return moveDown(to: sample.estimate.map(highestCarried) ?? lowest, now: now, flush: true,
+                            reason: "\(format(sample.backlogSeconds)) s behind live")
+        }
+
+        let measured = sample.appLimited ? nil : sample.estimate
+        var bad = sample.lossFraction >= lossForDown || sample.backlogSeconds > backlogForDown
+        if let measured, measured < Double(current.downswitchBelow) { bad = true }
+
+        // A probe under way: the samples it measures say whether the next rung fits.
+        if let running = probe {
+            // A probe sends at the next rung's threshold: a link that delivered it, even with the
+            // sender as the limit, carries it.
+            if let delivered = sample.estimate { probe!.best = max(running.best, delivered) }
+            if now >= running.until || bad {
+                probe = nil
+                if let target = rungs.first(where: { $0.level == running.level }), max(running.best, measured ?? 0) >= Double(target.upswitchAbove), !bad {
+                    return moveUp(to: target, now: now, reason: "probe measured \(kbps(max(running.best, measured ?? 0)))")
+                }
+                probeHold = min(maximumProbeHold, probeHold * 2)
+                cleanSince = now
+            } else {
+                return .stay
+            }
+        }
+
+        if bad {
+            cleanSince = nil
+            if badSince == nil { badSince = now }
+            let collapse = measured.map { $0 < Double(current.bitRate) / 2 } ?? false
+            let persistent = now - badSince! >= downHold
+            if level != lowest.level, collapse || persistent || sample.lossFraction >= lossForDown || sample.backlogSeconds > backlogForDown {
+                let target = measured.map(highestCarried) ?? rungs.first { $0.level > level } ?? lowest
+                if target.level > level {
+                    let why = measured.map { "estimate \(kbps($0)) under \(kbps(Double(current.downswitchBelow)))" }
+                        ?? (sample.lossFraction >= lossForDown ? "loss \(Int(sample.lossFraction * 100)) %" : "\(format(sample.backlogSeconds)) s backlog")
+                    return moveDown(to: target, now: now, flush: sample.backlogSeconds > backlogForDown, reason: why)
+                }
+            }
+            return .stay
+        }
+        badSince = nil
+
+        // A rung held long enough after a move up: the move worked, the backoff is forgotten.
+        if let up = lastUp, now - up.time >= failedUpWindow {
+            lastUp = nil
+            currentUpHold = upHold
+        }
+
+        let clean = sample.lossFraction < lossForClean && sample.backlogSeconds <= cleanBacklog
+        guard clean else {
+            cleanSince = nil
+            return .stay
+        }
+        if cleanSince == nil { cleanSince = now }
+        guard let target = nextUp, now - cleanSince! >= currentUpHold else { return .stay }
+        if let measured, measured >= Double(target.upswitchAbove) {
+            return moveUp(to: target, now: now, reason: "estimate \(kbps(measured))")
+        }
+        guard now - cleanSince! >= max(currentUpHold, probeHold) else { return .stay }
+        // The link has shown no more than the current rung uses: look further before moving.
+        probe = (target.level, now + probeDuration, 0)
+        return .probe(bitRate: target.upswitchAbove)
+    }
+
+    private mutating func moveDown(to target: Rung, now: Double, flush: Bool, reason: String) -> Decision {
+        guard target.level != level else { return .stay }
+        if let up = lastUp, now - up.time < failedUpWindow { backOff() }
+        lastUp = nil
+        return move(to: target, now: now, flush: flush, reason: reason)
+    }
+
+    private mutating func moveUp(to target: Rung, now: Double, reason: String) -> Decision {
+        lastUp = (now, level)
+        probeHold = upHold
+        return move(to: target, now: now, flush: false, reason: reason)
+    }
+
+    private mutating func move(to target: Rung, now: Double, flush: Bool, reason: String) -> Decision {
+        level = target.level
+        switches += 1
+        levelSince = now
+        badSince = nil
+        cleanSince = nil
+        probe = nil
+        return .switchTo(level: target.level, flush: flush, reason: reason)
+    }
+
+    private mutating func backOff() {
+        currentUpHold = min(maximumUpHold, currentUpHold * 2)
+    }
+
+    /// The clean time the next move up needs (grows after failed tries).
+    public var upHoldNow: Double { currentUpHold }
+
+    private func kbps(_ value: Double) -> String { "\(Int(value / 1000)) kbit/s" }
+    private func format(_ seconds: Double) -> String { String(Int(seconds * 10) / 10) + "." + String(Int(seconds * 10) % 10) }
+}

@@ -1,0 +1,161 @@
+import Foundation
+import MediaCore
+import Testing
+
+/// The edge's switching policy, fed by replays of real 3G traces and made-up links, on simulated
+/// time: no sleeping, no network.
+@Suite struct SwitchingPolicyTests {
+    /// The bundled 3-level ladder's hints as a node publishes them before measuring (declared rates).
+    static let rungs: [SwitchingPolicy.Rung] = SwitchingPolicy.Rung.ladder(BandwidthHints(streamGuid: "live/stream1", keyframeInterval: 2, variants: [
+        .init(streamGuid: "live/stream1_1", abrLevel: 1, width: 1280, height: 720, frameRate: 30, codecs: "avc1.64001f",
+              declaredBitRate: 2_000_000, averageBitRate: 0, peakBitRate: 0, passthrough: true),
+        .init(streamGuid: "live/stream1_2", abrLevel: 2, width: 854, height: 480, frameRate: 30, codecs: "avc1.64001f",
+              declaredBitRate: 1_000_000, averageBitRate: 0, peakBitRate: 0, passthrough: false),
+        .init(streamGuid: "live/stream1_3", abrLevel: 3, width: 640, height: 360, frameRate: 30, codecs: "avc1.64001f",
+              declaredBitRate: 500_000, averageBitRate: 0, peakBitRate: 0, passthrough: false),
+    ]))
+
+    static func steps(_ parts: [(seconds: Double, kbps: Double)]) -> BandwidthTrace {
+        BandwidthTrace(intervals: parts.map { .init(seconds: $0.seconds, bitRate: $0.kbps * 1000) })
+    }
+
+    static func trace(_ name: String) throws -> BandwidthTrace {
+        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/traces/hsdpa-3g/\(name)")
+        return try BandwidthTrace.parse(Array(try Data(contentsOf: url)))
+    }
+
+    @Test func theThresholdsAreTheHints() {
+        #expect(Self.rungs.map(\.level) == [1, 2, 3])
+        #expect(Self.rungs.map(\.bitRate) == [2_000_000, 1_000_000, 500_000])
+        #expect(Self.rungs[0].upswitchAbove == 2_857_143 && Self.rungs[2].downswitchBelow == 526_316)
+    }
+
+    /// A clean, wide link: a player that asked for the top never moves, and one that asked for a
+    /// lower rung climbs to the top and stays.
+    @Test func aCleanLinkMakesNoSwitchesAfterTheClimb() {
+        let wide = Self.steps([(600, 20_000)])
+        let top = TraceReplay().run(wide, policy: SwitchingPolicy(rungs: Self.rungs, startingAt: 1))
+        #expect(top.switchesUp + top.switchesDown == 0 && top.probes == 0 && top.freezeSeconds == 0)
+
+        var reachedTop: Double?
+        let low = TraceReplay().run(wide, policy: SwitchingPolicy(rungs: Self.rungs, startingAt: 3)) { moment in
+            if moment.level == 1, reachedTop == nil { reachedTop = moment.time }
+        }
+        #expect(low.switchesUp == 2 && low.switchesDown == 0, "\(low)")
+        #expect((reachedTop ?? .infinity) <= 30, "at the top after \(reachedTop ?? -1) s")
+    }
+
+    /// Wide, then 1.3 Mbit/s, then 650 kbit/s, then wide again: down within 2 s of each drop, up a
+    /// rung within 15 s of the recovery and at the top within 30 s (one rung at a time), lag bounded.
+    @Test func aStepDownAndBackUpIsFollowedQuickly() {
+        let link = Self.steps([(30, 20_000), (60, 1_300), (60, 650), (60, 20_000)])
+        var levelAt: [(time: Double, level: Int)] = []
+        let outcome = TraceReplay().run(link, policy: SwitchingPolicy(rungs: Self.rungs, startingAt: 1)) { levelAt.append(($0.time, $0.level)) }
+        func firstTime(after start: Double, level: Int) -> Double? { levelAt.first { $0.time >= start && $0.level == level }?.time }
+        let toTwo = firstTime(after: 30, level: 2), toThree = firstTime(after: 90, level: 3)
+        let upAgain = firstTime(after: 150, level: 2), backToTop = firstTime(after: 150, level: 1)
+        #expect(toTwo.map { $0 - 30 <= 2 } == true, "down to 2 at \(toTwo ?? -1)")
+        #expect(toThree.map { $0 - 90 <= 2 } == true, "down to 3 at \(toThree ?? -1)")
+        #expect(upAgain.map { $0 - 150 <= 15 } == true, "up to 2 at \(upAgain ?? -1)")
+        #expect(backToTop.map { $0 - 150 <= 30 } == true, "back to the top at \(backToTop ?? -1)")
+        #expect(outcome.maximumLag <= 2, "\(outcome.maximumLag)")
+        #expect(outcome.skips == 0)
+        // While the link held steady no move was tried and undone.
+        #expect(outcome.switchesDown == 2 && outcome.switchesUp == 2, "\(outcome)")
+    }
+
+    /// When even the lowest rung does not fit, the player stays live: it skips to the next IDR
+    /// rather than falling behind without bound.
+    @Test func aLinkBelowTheLowestRungSkipsInsteadOfFallingBehind() {
+        let link = Self.steps([(10, 20_000), (60, 200), (20, 20_000)])
+        let outcome = TraceReplay().run(link, policy: SwitchingPolicy(rungs: Self.rungs, startingAt: 1))
+        #expect(outcome.skips >= 5, "\(outcome)")
+        #expect(outcome.maximumLag <= 2.5, "\(outcome.maximumLag)")
+    }
+
+    /// A move up that the link cannot hold is undone, and the next try waits twice as long.
+    @Test func aFailedMoveUpBacksOff() {
+        var policy = SwitchingPolicy(rungs: Self.rungs, startingAt: 2)
+        var time = 0.0
+        func sample(_ estimate: Double?, appLimited: Bool = false, backlog: Double = 0) -> SwitchingPolicy.Decision {
+            time += 0.5
+            return policy.observe(.init(time: time, estimate: estimate, appLimited: appLimited, backlogSeconds: backlog))
+        }
+        var decision = SwitchingPolicy.Decision.stay
+        while time < 20, case .stay = decision { decision = sample(1_000_000, appLimited: true) }
+        #expect(decision == .probe(bitRate: Self.rungs[0].upswitchAbove))
+        // The probe finds 3 Mbit/s: up.
+        decision = sample(3_000_000)
+        decision = decision == .stay ? sample(3_000_000) : decision
+        guard case .switchTo(1, _, _) = decision else {
+            Issue.record("expected a move up, got \(decision)")
+            return
+        }
+        // Then the link cannot carry it: down, and the next climb needs twice the clean time.
+        let before = policy.upHoldNow
+        decision = .stay
+        while time < 40, case .stay = decision { decision = sample(1_500_000) }
+        guard case .switchTo(2, _, _) = decision else {
+            Issue.record("expected a move down, got \(decision)")
+            return
+        }
+        #expect(policy.upHoldNow == before * 2)
+    }
+
+    /// App-limited samples (the sender had no more to send) say the link carries at least the
+    /// rung's rate: however low they are, they move no one down.
+    @Test func appLimitedSamplesNeverMoveAPlayerDown() {
+        var policy = SwitchingPolicy(rungs: Self.rungs, startingAt: 1)
+        for step in 1...200 {
+            let decision = policy.observe(.init(time: Double(step) * 0.25, estimate: 300_000, appLimited: true))
+            #expect(decision == .stay)
+        }
+    }
+
+    /// Bogus feedback (forged RTCP: 100 % loss, NaN or negative rates, reports every millisecond)
+    /// moves a player down at most once per rung, never oscillates, and traps nothing.
+    @Test func bogusFeedbackDoesNotMakeThePolicyOscillate() {
+        var policy = SwitchingPolicy(rungs: Self.rungs, startingAt: 1)
+        var decisions: [SwitchingPolicy.Decision] = []
+        for step in 0..<20_000 {
+            let time = Double(step) * 0.001
+            let estimate: Double? = [nil, .nan, -1, .infinity, 1e300][step % 5]
+            decisions.append(policy.observe(.init(time: time, estimate: estimate, lossFraction: step % 2 == 0 ? 1 : .nan,
+                                                  backlogSeconds: step % 3 == 0 ? .infinity : -5)))
+        }
+        let moves = decisions.filter { if case .switchTo = $0 { return true } else { return false } }
+        #expect(moves.count <= 2, "\(moves)")
+        #expect(policy.level == 3)
+    }
+
+    /// Real 3G links (Norway HSDPA, two-minute windows): what the policy delivers against an
+    /// oracle that knows the next 3 s, with bounded lag. Deterministic, so exact thresholds.
+    @Test func realThreeGLinksAreFollowed() throws {
+        let names = try FileManager.default.contentsOfDirectory(atPath: URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fixtures/traces/hsdpa-3g").path).sorted()
+        try #require(names.count == 50)
+        var shares: [Double] = []
+        var worstLag = 0.0
+        for name in names.prefix(20) {
+            let trace = try Self.trace(name)
+            let window = trace.window(from: 60, length: 120)
+            let outcome = TraceReplay().run(window, policy: SwitchingPolicy(rungs: Self.rungs, startingAt: 2))
+            shares.append(outcome.oracleShare)
+            worstLag = max(worstLag, outcome.maximumLag)
+        }
+        let median = shares.sorted()[shares.count / 2]
+        print("3G windows: delivered/oracle median \(median), min \(shares.min()!), worst lag \(worstLag)")
+        #expect(median >= 0.85, "\(shares)")
+        #expect(worstLag <= 2.5)
+    }
+
+    @Test func tracesAreParsedStrictly() {
+        #expect(throws: BandwidthTrace.ParseError.self) { try BandwidthTrace.parse(Array("{}".utf8)) }
+        #expect(throws: BandwidthTrace.ParseError.self) { try BandwidthTrace.parse(Array("[{\"duration_ms\": 1000}]".utf8)) }
+        #expect(throws: BandwidthTrace.ParseError.self) { try BandwidthTrace.parse(Array("[{\"duration_ms\": -5, \"bandwidth_kbps\": 1}]".utf8)) }
+        #expect(throws: BandwidthTrace.ParseError.self) { try BandwidthTrace.parse(Array("[]".utf8)) }
+        let trace = try? BandwidthTrace.parse(Array("[{\"duration_ms\": 1000, \"bandwidth_kbps\": 800, \"latency_ms\": 100}]".utf8))
+        #expect(trace?.bitRate(at: 0.5) == 800_000 && trace?.duration == 1)
+    }
+}
