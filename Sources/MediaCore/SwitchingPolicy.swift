@@ -33,12 +33,23 @@ public struct SwitchingPolicy: Sendable {
         public var bitRate: Int
         public var upswitchAbove: Int
         public var downswitchBelow: Int
+        /// The rung's real segments' bit rates, in order (one per keyframe interval), for replays
+        /// that send what was really encoded; empty: `bitRate` throughout.
+        public var segmentBitRates: [Double] = []
 
-        public init(level: Int, bitRate: Int, upswitchAbove: Int, downswitchBelow: Int) {
+        public init(level: Int, bitRate: Int, upswitchAbove: Int, downswitchBelow: Int, segmentBitRates: [Double] = []) {
             self.level = level
             self.bitRate = bitRate
             self.upswitchAbove = upswitchAbove
             self.downswitchBelow = downswitchBelow
+            self.segmentBitRates = segmentBitRates.filter { $0.isFinite && $0 > 0 }
+        }
+
+        /// What the rung sends at `time`: its segment's rate (segments repeat), or its bit rate.
+        public func bitRate(at time: Double, segmentDuration: Double) -> Double {
+            guard !segmentBitRates.isEmpty, segmentDuration > 0 else { return Double(bitRate) }
+            let index = Int(max(0, time) / segmentDuration) % segmentBitRates.count
+            return segmentBitRates[index]
         }
 
         /// The rungs of a ladder's hints, top first.

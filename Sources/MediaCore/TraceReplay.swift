@@ -144,7 +144,9 @@ public struct TraceReplay: Sendable {
         var paused = false
         var playable = 0.0, playing = false
         var time = 0.0
-        func rate(_ level: Int) -> Double { Double(rungs.first { $0.level == level }?.bitRate ?? rungs.last!.bitRate) }
+        func rate(_ level: Int) -> Double {
+            (rungs.first { $0.level == level } ?? rungs.last!).bitRate(at: time, segmentDuration: keyframeInterval)
+        }
         func flush() {
             queue.removeAll()
             paddingQueue = 0
@@ -223,7 +225,7 @@ public struct TraceReplay: Sendable {
         return outcome
     }
 
-    /// What an oracle sends at `time`: the highest rung the link carries over the next horizon.
+    /// What an oracle receives at `time`: the highest rung the link carries over the next horizon.
     func oracleRate(_ trace: BandwidthTrace, at time: Double, rungs: [SwitchingPolicy.Rung]) -> Double {
         var least = Double.infinity
         var offset = 0.0
@@ -231,6 +233,8 @@ public struct TraceReplay: Sendable {
             least = min(least, trace.bitRate(at: time + offset))
             offset += step
         }
-        return Double(rungs.first { Double($0.bitRate) <= least }?.bitRate ?? 0)
+        let rates = rungs.map { $0.bitRate(at: time, segmentDuration: keyframeInterval) }
+        // Where nothing fits, the oracle too sends the lowest rung, and gets what the link carries of it.
+        return rates.first { $0 <= least } ?? min(rates.last ?? 0, trace.bitRate(at: time))
     }
 }

@@ -89,4 +89,33 @@ import Testing
         #expect(lines.filter { $0.hasPrefix("1 ") || $0.hasPrefix("4 ") }.count == 2)
         #expect(result.stdout.contains("426x240"))
     }
+
+    /// `simulate` replays traces through the switching policy against a transcode's real segments.
+    @Test func simulateReplaysTracesAgainstATranscodesSegments() throws {
+        let output = temporaryDirectory("simulate")
+        defer { try? FileManager.default.removeItem(at: output) }
+        let made = try runProcess(workerExecutable, ["transcode", "--provision", fixture("provisions/sm2-3-level.json"),
+                                                     "--input", fixture("720p30-h264-aac.mp4"), "--output", output.path])
+        try #require(made.status == 0, "\(made.stderr)")
+        let traces = fixture("traces/hsdpa-3g")
+        let result = try runProcess(workerExecutable, ["simulate", output.path, "--trace", traces + "/report.2010-09-13_1003CEST.json",
+                                                       "--trace", traces + "/report.2010-12-21_1200CET.json", "--json"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let rows = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]])
+        #expect(rows.count == 2)
+        for row in rows {
+            #expect(row["seconds"] as? Double == 120)
+            #expect((row["deliveredKbps"] as? Int ?? 0) > 0 && (row["oracleKbps"] as? Int ?? 0) > 0)
+            #expect((row["maximumLagSeconds"] as? Double ?? 99) <= 2.5)
+        }
+        #expect(result.stderr.contains("simulate: trace 2/2"), "a progress line")
+
+        let table = try runProcess(workerExecutable, ["simulate", output.path, "--trace", traces + "/report.2010-09-13_1003CEST.json", "--level", "1"])
+        #expect(table.status == 0 && table.stdout.contains("delivered/oracle median"), "\(table.stdout)")
+
+        let missing = try runProcess(workerExecutable, ["simulate", output.appendingPathComponent("nothing").path])
+        #expect(missing.status == 3 && missing.stderr.contains("abr.json"), "\(missing.stderr)")
+        let badLevel = try runProcess(workerExecutable, ["simulate", output.path, "--level", "9", "--trace", traces])
+        #expect(badLevel.status == 2 && badLevel.stderr.contains("--level 9"), "\(badLevel.stderr)")
+    }
 }
