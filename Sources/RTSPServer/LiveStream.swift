@@ -147,7 +147,7 @@ public final class LiveStream: Sendable {
             return Array(state.subscribers.values)
         }
         for subscriber in subscribers {
-            subscriber.sendVideo(nalUnits: nalUnits, ticks: ticks, isKeyframe: isKeyframe, parameterSets: isKeyframe ? parameterSets : nil)
+            subscriber.sendVideo(nalUnits: nalUnits, ticks: ticks, isKeyframe: isKeyframe, parameterSets: isKeyframe ? parameterSets : nil, from: self)
         }
     }
 
@@ -157,7 +157,7 @@ public final class LiveStream: Sendable {
             $0.lastAudioTicks = ticks
             return Array($0.subscribers.values)
         }
-        for subscriber in subscribers { subscriber.sendAudio(frame, ticks: ticks) }
+        for subscriber in subscribers { subscriber.sendAudio(frame, ticks: ticks, from: self) }
     }
 
     private var parameterSets: [[UInt8]]? {
@@ -173,6 +173,7 @@ public final class LiveStream: Sendable {
     /// Returns the timestamps its first video and audio packets will carry.
     @discardableResult
     func subscribe(_ subscriber: MediaSubscriber) -> (videoTicks: Int64, audioTicks: Int64) {
+        subscriber.bind(to: self)
         let (gop, sets, start) = state.withLock { state in
             state.subscribers[ObjectIdentifier(subscriber)] = subscriber
             return (state.gop, state.video.map { [$0.sps, $0.pps] },
@@ -182,6 +183,17 @@ public final class LiveStream: Sendable {
             MediaSubscriber.PendingPicture(nalUnits: unit.nalUnits, ticks: unit.ticks, isKeyframe: index == 0, parameterSets: index == 0 ? sets : nil)
         })
         return start
+    }
+
+    /// Adds a player that is switching to this stream: it gets what is written from now on and
+    /// starts on the next IDR (no cached GOP, no catch-up).
+    func attachSwitching(_ subscriber: MediaSubscriber) {
+        state.withLock { $0.subscribers[ObjectIdentifier(subscriber)] = subscriber }
+    }
+
+    /// Removes a player that moved to another stream of its ladder (its session goes on).
+    func detach(_ subscriber: MediaSubscriber) {
+        _ = state.withLock { $0.subscribers.removeValue(forKey: ObjectIdentifier(subscriber)) }
     }
 
     func unsubscribe(_ subscriber: MediaSubscriber) {
@@ -199,7 +211,7 @@ public final class LiveStream: Sendable {
             defer { state.subscribers.removeAll() }
             return Array(state.subscribers.values)
         }
-        for subscriber in subscribers { subscriber.streamEnded() }
+        for subscriber in subscribers { subscriber.streamEnded(from: self) }
     }
 
     /// Per-player counters for stats.

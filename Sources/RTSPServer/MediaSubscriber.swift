@@ -48,6 +48,14 @@ final class MediaSubscriber: Sendable {
         /// Added to its stream, not yet given the cached GOP: live pictures wait.
         var joining = true
         var lastSentTicks: Int64?
+        /// The stream whose pictures this player gets, and the one it is switching to.
+        var current: LiveStream?
+        var switchTarget: LiveStream?
+        /// The current stream's pictures stop at its keyframe while a switch waits for the
+        /// target's IDR at the same time (the ladder's IDRs are aligned), so the timeline never
+        /// goes back; how many of its keyframes passed so while waiting.
+        var heldAtKeyframes = 0
+        var switches = 0
     }
 
     struct PendingPicture {
@@ -144,10 +152,81 @@ final class MediaSubscriber: Sendable {
     }
 
     var ssrcs: (video: UInt32, audio: UInt32) { state.withLock { ($0.video.ssrc, $0.audio.ssrc) } }
+    var switches: Int { state.withLock { $0.switches } }
+    /// The stream the player gets now.
+    var currentStream: LiveStream? { state.withLock { $0.current } }
+
+    func bind(to stream: LiveStream) {
+        state.withLock { $0.current = stream }
+    }
+
+    // MARK: Switching rungs
+
+    /// Moves the player to `target`, another stream of its ladder, at `target`'s next IDR: the
+    /// same RTP session goes on (SSRC, sequence numbers, the timeline; SPS/PPS in-band before the
+    /// IDR). False while the player is still starting or catching up, or already there.
+    @discardableResult
+    func switchTo(_ target: LiveStream) -> Bool {
+        let replaced: LiveStream?? = state.withLock { state in
+            guard hasVideo, state.started, !state.joining, state.catchUpStart == nil, let current = state.current, current !== target else { return nil }
+            defer {
+                state.switchTarget = target
+                state.heldAtKeyframes = 0
+            }
+            return .some(state.switchTarget)
+        }
+        guard let replaced else { return false }
+        if let replaced, replaced !== target { replaced.detach(self) }
+        target.attachSwitching(self)
+        return true
+    }
+
+    /// What a picture from `stream` means for this player now.
+    private enum Route {
+        case deliver
+        case drop
+        /// The target's IDR: the switch happens with it; the stream left is detached.
+        case switchHere(left: LiveStream?)
+        /// The switch was given up (the target's IDR did not come): the stream it was going to is detached.
+        case cancel(target: LiveStream?)
+    }
+
+    private func route(_ stream: LiveStream, ticks: Int64, isKeyframe: Bool) -> Route {
+        state.withLock { state in
+            if stream === state.current {
+                guard state.switchTarget != nil else { return .deliver }
+                guard isKeyframe || state.heldAtKeyframes > 0 else { return .deliver }
+                if isKeyframe { state.heldAtKeyframes += 1 }
+                // Two keyframes of the current stream without the target's: stay where it is.
+                guard state.heldAtKeyframes > 2 else { return .drop }
+                let target = state.switchTarget
+                state.switchTarget = nil
+                state.heldAtKeyframes = 0
+                return .cancel(target: target)
+            }
+            guard stream === state.switchTarget, isKeyframe, ticks > (state.lastSentTicks ?? .min) else { return .drop }
+            let left = state.current
+            state.current = stream
+            state.switchTarget = nil
+            state.heldAtKeyframes = 0
+            state.switches += 1
+            return .switchHere(left: left)
+        }
+    }
     var droppedFrames: Int { state.withLock { $0.dropped } }
 
-    func sendVideo(nalUnits: [[UInt8]], ticks: Int64, isKeyframe: Bool, parameterSets: [[UInt8]]?) {
+    func sendVideo(nalUnits: [[UInt8]], ticks: Int64, isKeyframe: Bool, parameterSets: [[UInt8]]?, from stream: LiveStream) {
         guard hasVideo else { return }
+        switch route(stream, ticks: ticks, isKeyframe: isKeyframe) {
+        case .deliver:
+            break
+        case .drop:
+            return
+        case let .switchHere(left):
+            left?.detach(self)
+        case let .cancel(target):
+            target?.detach(self)
+        }
         let picture = PendingPicture(nalUnits: nalUnits, ticks: ticks, isKeyframe: isKeyframe, parameterSets: parameterSets)
         // While catching up, live pictures queue behind the cached ones, so order holds.
         let queued: Bool = state.withLock { state in
@@ -205,9 +284,11 @@ final class MediaSubscriber: Sendable {
         reportIfDue(ticks: outputTicks)
     }
 
-    func sendAudio(_ frame: [UInt8], ticks: Int64) {
+    func sendAudio(_ frame: [UInt8], ticks: Int64, from stream: LiveStream) {
         guard hasAudio else { return }
         let packet: RTPPacket? = state.withLock { state in
+            // Every rung carries the same audio: it comes from the stream the player gets now.
+            guard state.current == nil || stream === state.current else { return nil }
             // Audio joins once the pictures have caught up with it.
             guard state.started, !state.skipping, !state.timeline.isCatchingUp else { return nil }
             let output = state.timeline.audio(ticks, rate: state.audioRate)
@@ -241,6 +322,29 @@ final class MediaSubscriber: Sendable {
             return reports
         }
         for (report, track) in reports { transport.send(report, track: track) }
+    }
+
+    /// Leaves every stream it is on (PAUSE, TEARDOWN, session end).
+    func leave() {
+        let (current, target) = state.withLock { state -> (LiveStream?, LiveStream?) in
+            defer { state.switchTarget = nil }
+            return (state.current, state.switchTarget)
+        }
+        target?.detach(self)
+        current?.unsubscribe(self)
+    }
+
+    func streamEnded(from stream: LiveStream) {
+        // The stream it was switching to ended: it stays where it is.
+        let isCurrent: Bool = state.withLock { state in
+            if stream === state.switchTarget, stream !== state.current {
+                state.switchTarget = nil
+                return false
+            }
+            return true
+        }
+        guard isCurrent else { return }
+        streamEnded()
     }
 
     func streamEnded() {

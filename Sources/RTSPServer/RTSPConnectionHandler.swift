@@ -444,12 +444,12 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
 
     private func pause(session: ServerSession?) -> Outcome {
         guard let session else { return Outcome(response: RTSPResponse(status: 454)) }
-        let (stream, subscriber) = session.state.withLock { state -> (LiveStream?, MediaSubscriber?) in
+        let subscriber = session.state.withLock { state -> MediaSubscriber? in
             _ = state.machine.apply("PAUSE")
             defer { state.subscriber = nil }
-            return (state.stream, state.subscriber)
+            return state.subscriber
         }
-        if let subscriber { stream?.unsubscribe(subscriber) }
+        subscriber?.leave()
         return Outcome(response: RTSPResponse(status: 200, headers: sessionHeader(session)))
     }
 

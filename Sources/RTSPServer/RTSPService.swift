@@ -270,6 +270,23 @@ public final class RTSPService: Sendable {
         }
     }
 
+    /// Moves a player to another stream of its ladder (`live/stream1_3` → `live/stream1_1`) at
+    /// that stream's next IDR, on the same RTP session. False when the session is not a playing
+    /// player, the target cannot be played, or its audio differs (audio carries on unchanged).
+    @discardableResult
+    public func switchPlayer(session id: String, to path: String) -> Bool {
+        guard let session = sessions.session(id), session.role == .player,
+              let subscriber = session.state.withLock({ $0.subscriber }),
+              let target = registry.existingStream(path), target.isPlayable,
+              target.audio == subscriber.currentStream?.audio else { return false }
+        return subscriber.switchTo(target)
+    }
+
+    /// The sessions playing `path` (the stream they asked for), for operators and tests.
+    public func playerSessions(of path: String) -> [String] {
+        sessions.all.filter { $0.role == .player && $0.path == path && $0.state.withLock { $0.subscriber != nil } }.map(\.id)
+    }
+
     /// Ends every session and closes the sockets.
     public func shutdown() {
         let state = channels.withLock { state in

@@ -217,16 +217,16 @@ final class ServerSession: Sendable {
 
     /// Ends the session once: a publisher's sink hears why, a player leaves its stream.
     func end(reason: String, registry: StreamRegistry) {
-        let (sink, stream, subscriber): ((any PublishSink)?, LiveStream?, MediaSubscriber?) = state.withLock { state in
-            guard !state.ended else { return (nil, nil, nil) }
+        let (sink, subscriber): ((any PublishSink)?, MediaSubscriber?) = state.withLock { state in
+            guard !state.ended else { return (nil, nil) }
             state.ended = true
-            return (state.sink, state.stream, state.subscriber)
+            return (state.sink, state.subscriber)
         }
         if role == .publisher, sink != nil {
             registry.releasePublisher(path, session: id)
             sink?.publisherEnded(reason: reason)
         }
-        if let subscriber { stream?.unsubscribe(subscriber) }
+        subscriber?.leave()
     }
 }
 
