@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import NIOCore
 import RTSP
 import Synchronization
@@ -13,6 +16,29 @@ protocol PlayerTransport: Sendable {
     func close()
     /// Where timed sends for this player (its catch-up) run.
     var eventLoop: EventLoop { get }
+    /// What the kernel knows of the player's TCP connection (nil on UDP, or where it cannot tell).
+    func connectionInfo() -> EventLoopFuture<TCPInfo?>
+}
+
+/// Room for Linux's `struct tcp_info` (232 bytes on 6.x kernels), read whole by `getsockopt`.
+struct TCPInfoStorage: Sendable {
+    var words: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64,
+                UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64)
+        = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+
+    var info: TCPInfo? {
+        withUnsafeBytes(of: words) { TCPInfo(bytes: $0) }
+    }
+}
+
+extension Channel {
+    /// `TCP_INFO` of this channel's socket; nil when it is not a TCP socket.
+    func tcpInfo() -> EventLoopFuture<TCPInfo?> {
+        guard let provider = self as? SocketOptionProvider else { return eventLoop.makeSucceededFuture(nil) }
+        let future: EventLoopFuture<TCPInfoStorage> = provider.unsafeGetSocketOption(
+            level: NIOBSDSocket.OptionLevel(rawValue: CInt(IPPROTO_TCP)), name: NIOBSDSocket.Option(rawValue: CInt(TCP_INFO)))
+        return future.map(\.info).recover { _ in nil }
+    }
 }
 
 /// Counts bytes between `write` and its completion.
@@ -55,6 +81,7 @@ struct InterleavedTransport: PlayerTransport {
 
     var pendingBytes: Int { backlog.value }
     var eventLoop: EventLoop { channel.eventLoop }
+    func connectionInfo() -> EventLoopFuture<TCPInfo?> { channel.tcpInfo() }
 
     func close() {
         channel.close(promise: nil)
@@ -96,6 +123,8 @@ struct DatagramTransport: PlayerTransport {
     }
 
     var pendingBytes: Int { backlog.value }
+
+    func connectionInfo() -> EventLoopFuture<TCPInfo?> { eventLoop.makeSucceededFuture(nil) }
 
     func close() {}
 }
