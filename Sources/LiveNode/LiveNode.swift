@@ -124,8 +124,11 @@ public final class LiveNode: PublishPolicy, Sendable {
 
     private func makeJob(_ ladder: Ladder) -> LiveLadderJob {
         var sinks: [Int: any VariantSink] = [:]
+        let paths = Dictionary(uniqueKeysWithValues: ladder.variants.map { ($0.level, $0.streamGuid) })
         for variant in ladder.variants {
-            sinks[variant.level] = LiveStreamSink(stream: registry.stream(variant.streamGuid), variant: variant)
+            let stream = registry.stream(variant.streamGuid)
+            stream.setLadder(paths)
+            sinks[variant.level] = LiveStreamSink(stream: stream, variant: variant)
         }
         let listener = eventListener
         let registry = registry
@@ -301,6 +304,8 @@ final class LiveStreamSink: VariantSink {
     /// measured, and `a=x-abr-*` lines with the level, declared, average and peak rates, the
     /// switch thresholds and the keyframe interval.
     func variantHints(_ hint: BandwidthHints.VariantHint, keyframeInterval: Double) {
+        // The same thresholds move this rung's players (SwitchingPolicy): the hints are defined once.
+        stream.setRung(SwitchingPolicy.Rung(hint: hint))
         stream.setHints(bandwidthKbps: (hint.peakBitRate + 999) / 1000, bandwidthTIAS: hint.peakBitRate, attributes: [
             "x-abr-level:\(hint.abrLevel)",
             "x-abr-declared-bitrate:\(hint.declaredBitRate)",

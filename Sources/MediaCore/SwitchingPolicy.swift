@@ -52,12 +52,15 @@ public struct SwitchingPolicy: Sendable {
             return segmentBitRates[index]
         }
 
+        /// A variant's rung: its thresholds, and the rate they were derived from.
+        public init(hint: BandwidthHints.VariantHint) {
+            self.init(level: hint.abrLevel, bitRate: Int((Double(hint.upswitchAboveBitRate) * BandwidthHints.upswitchFactor).rounded()),
+                      upswitchAbove: hint.upswitchAboveBitRate, downswitchBelow: hint.downswitchBelowBitRate)
+        }
+
         /// The rungs of a ladder's hints, top first.
         public static func ladder(_ hints: BandwidthHints) -> [Rung] {
-            hints.variants.sorted { $0.abrLevel < $1.abrLevel }.map {
-                Rung(level: $0.abrLevel, bitRate: Int((Double($0.upswitchAboveBitRate) * BandwidthHints.upswitchFactor).rounded()),
-                     upswitchAbove: $0.upswitchAboveBitRate, downswitchBelow: $0.downswitchBelowBitRate)
-            }
+            hints.variants.sorted { $0.abrLevel < $1.abrLevel }.map(Rung.init(hint:))
         }
     }
 
@@ -172,7 +175,7 @@ public struct SwitchingPolicy: Sendable {
                 cleanSince = nil
                 return .skipToLiveEdge
             }
-            return moveDown(to: sample.estimate.map(highestCarried) ?? lowest, now: now, flush: true,
+            return moveDown(to: lower(sample.estimate.map(highestCarried)), now: now, flush: true,
                             reason: "\(format(sample.backlogSeconds)) s behind live")
         }
 
@@ -203,7 +206,9 @@ public struct SwitchingPolicy: Sendable {
             let collapse = measured.map { $0 < Double(current.bitRate) / 2 } ?? false
             let persistent = now - badSince! >= downHold
             if level != lowest.level, collapse || persistent || sample.lossFraction >= lossForDown || sample.backlogSeconds > backlogForDown {
-                let target = measured.map(highestCarried) ?? rungs.first { $0.level > level } ?? lowest
+                // A backlog or loss says the rung does not fit, whatever the estimate claims.
+                let overrun = sample.backlogSeconds > backlogForDown || sample.lossFraction >= lossForDown
+                let target = overrun ? lower(measured.map(highestCarried)) : (measured.map(highestCarried) ?? lower(nil))
                 if target.level > level {
                     let why = measured.map { "estimate \(kbps($0)) under \(kbps(Double(current.downswitchBelow)))" }
                         ?? (sample.lossFraction >= lossForDown ? "loss \(Int(sample.lossFraction * 100)) %" : "\(format(sample.backlogSeconds)) s backlog")
@@ -234,6 +239,12 @@ public struct SwitchingPolicy: Sendable {
         // The link has shown no more than the current rung uses: look further before moving.
         probe = (target.level, now + probeDuration, 0)
         return .probe(bitRate: target.upswitchAbove)
+    }
+
+    /// `candidate` when it is below the current rung, else the rung just below (or the lowest).
+    private func lower(_ candidate: Rung?) -> Rung {
+        if let candidate, candidate.level > level { return candidate }
+        return rungs.first { $0.level > level } ?? lowest
     }
 
     private mutating func moveDown(to target: Rung, now: Double, flush: Bool, reason: String) -> Decision {

@@ -60,6 +60,9 @@ public final class LiveStream: Sendable {
         var framesWritten = 0
         var lastVideoTicks: Int64 = 0
         var lastAudioTicks: Int64 = 0
+        /// The ladder this stream is a rung of (level → path), and this rung's switch thresholds.
+        var ladder: [Int: String]?
+        var rung: SwitchingPolicy.Rung?
     }
 
     struct CachedAccessUnit {
@@ -91,6 +94,20 @@ public final class LiveStream: Sendable {
             $0.ended = false
         }
     }
+
+    /// Makes this stream a rung of a ladder (level → stream path): its players may be moved
+    /// between the ladder's streams as their links change.
+    public func setLadder(_ paths: [Int: String]) {
+        state.withLock { $0.ladder = paths }
+    }
+
+    /// This rung's switch thresholds (from the ladder's bandwidth hints).
+    public func setRung(_ rung: SwitchingPolicy.Rung) {
+        state.withLock { $0.rung = rung }
+    }
+
+    public var ladder: [Int: String]? { state.withLock { $0.ladder } }
+    public var rung: SwitchingPolicy.Rung? { state.withLock { $0.rung } }
 
     /// Bandwidth hints carried in this stream's SDP: `b=AS` (kbit/s), `b=TIAS` (bit/s) and extra `a=` lines.
     public func setHints(bandwidthKbps: Int?, bandwidthTIAS: Int?, attributes: [String]) {

@@ -165,13 +165,25 @@ final class MediaSubscriber: Sendable {
     /// Moves the player to `target`, another stream of its ladder, at `target`'s next IDR: the
     /// same RTP session goes on (SSRC, sequence numbers, the timeline; SPS/PPS in-band before the
     /// IDR). False while the player is still starting or catching up, or already there.
+    /// Whether a switch can start now: the player has started, caught up, and is not switching.
+    var isSwitchable: Bool {
+        state.withLock { hasVideo && $0.started && !$0.joining && $0.catchUpStart == nil && $0.switchTarget == nil }
+    }
+
+    /// Drops what comes until the next IDR (a player too far behind live).
+    func skipToNextKeyframe() {
+        state.withLock { $0.skipping = true }
+    }
+
+    /// With `flush`, the current rung's pictures stop at once rather than at its next keyframe:
+    /// a player that is already behind gets nothing more of it.
     @discardableResult
-    func switchTo(_ target: LiveStream) -> Bool {
+    func switchTo(_ target: LiveStream, flush: Bool = false) -> Bool {
         let replaced: LiveStream?? = state.withLock { state in
             guard hasVideo, state.started, !state.joining, state.catchUpStart == nil, let current = state.current, current !== target else { return nil }
             defer {
                 state.switchTarget = target
-                state.heldAtKeyframes = 0
+                state.heldAtKeyframes = flush ? 1 : 0
             }
             return .some(state.switchTarget)
         }

@@ -18,6 +18,29 @@ protocol PlayerTransport: Sendable {
     var eventLoop: EventLoop { get }
     /// What the kernel knows of the player's TCP connection (nil on UDP, or where it cannot tell).
     func connectionInfo() -> EventLoopFuture<TCPInfo?>
+    /// About `bytes` of RTCP APP padding on the video track's RTCP channel: a probe of the link
+    /// that players ignore.
+    func sendPadding(bytes: Int)
+}
+
+extension RTCPPacket {
+    /// RTCP APP packets (RFC 3550 §6.7) named `name`, carrying `bytes` of zeros in all, each at most `maximumSize`.
+    static func padding(ssrc: UInt32, name: [UInt8], bytes: Int, maximumSize: Int = 1400) -> [[UInt8]] {
+        var packets: [[UInt8]] = []
+        var left = bytes
+        while left > 0 {
+            let data = min(left, maximumSize - 12) & ~3
+            guard data > 0 else { break }
+            let words = (12 + data) / 4 - 1
+            var packet: [UInt8] = [0x80, 204, UInt8(words >> 8), UInt8(words & 0xFF),
+                                   UInt8(ssrc >> 24), UInt8(ssrc >> 16 & 0xFF), UInt8(ssrc >> 8 & 0xFF), UInt8(ssrc & 0xFF)]
+            packet += name.prefix(4)
+            packet += [UInt8](repeating: 0, count: data)
+            packets.append(packet)
+            left -= 12 + data
+        }
+        return packets
+    }
 }
 
 /// Room for Linux's `struct tcp_info` (232 bytes on 6.x kernels), read whole by `getsockopt`.
@@ -83,6 +106,16 @@ struct InterleavedTransport: PlayerTransport {
     var eventLoop: EventLoop { channel.eventLoop }
     func connectionInfo() -> EventLoopFuture<TCPInfo?> { channel.tcpInfo() }
 
+    func sendPadding(bytes: Int) {
+        guard let number = channels[0] else { return }
+        let packets = RTCPPacket.padding(ssrc: 0, name: PlayerAdaptation.probeName, bytes: bytes)
+        var buffer = channel.allocator.buffer(capacity: bytes + packets.count * 4)
+        for packet in packets {
+            RTSPSerialization.writeInterleaved(channel: number &+ 1, payload: ByteBuffer(bytes: packet), to: &buffer)
+        }
+        channel.writeAndFlush(buffer, promise: nil)
+    }
+
     func close() {
         channel.close(promise: nil)
     }
@@ -125,6 +158,7 @@ struct DatagramTransport: PlayerTransport {
     var pendingBytes: Int { backlog.value }
 
     func connectionInfo() -> EventLoopFuture<TCPInfo?> { eventLoop.makeSucceededFuture(nil) }
+    func sendPadding(bytes: Int) {}
 
     func close() {}
 }

@@ -17,6 +17,9 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
     private var parser: RTSPMessageParser
     private var buffer: ByteBuffer?
     private var ownedSessions: Set<String> = []
+    /// Streams this connection asked for with `?abr=off` (clients drop the query after DESCRIBE:
+    /// their SETUP and PLAY go to the Content-Base).
+    private var pinnedPaths: Set<String> = []
     private var logger: Logger
     /// The address this connection was counted under, once admitted.
     private var admittedAddress: String?
@@ -165,6 +168,9 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
     }
 
     private func handle(_ request: RTSPRequest, context: ChannelHandlerContext) -> Outcome {
+        if RTSPURL.pinsRung(request.uri), let path = RTSPURL.path(of: request.uri), pinnedPaths.count < 16 {
+            pinnedPaths.insert(RTSPURL.stripControl(path))
+        }
         guard let cseq = request.cseq else {
             return Outcome(response: RTSPResponse(status: 400, body: Array("missing CSeq\n".utf8)))
         }
@@ -417,7 +423,16 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
                                          maximumBacklog: server.configuration.playerBacklogLimit) { [id = session.id] in
             if let session = server.sessions.session(id) { server.end(session, reason: "stream ended") }
         }
-        session.state.withLock { $0.subscriber = subscriber }
+        // A player of a ladder's rung over TCP follows its link unless it asked to be pinned (`?abr=off`).
+        var adaptation: PlayerAdaptation?
+        if transport is InterleavedTransport, let ladder = stream.ladder, ladder.count > 1,
+           !pinnedPaths.contains(session.path), !RTSPURL.pinsRung(request.uri) {
+            adaptation = PlayerAdaptation(subscriber: subscriber, transport: transport, registry: server.registry, ladder: ladder)
+        }
+        session.state.withLock {
+            $0.subscriber = subscriber
+            $0.adaptation = adaptation
+        }
         let start = stream.startTicks
         let info = subscriber.rtpInfo(videoTicks: start.video)
         let base = RTSPURL.base(of: request.uri, path: session.path)
@@ -428,6 +443,7 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
                                                   "transport": "\(transports.values.first?.isTCP == true ? "tcp" : "udp")"])
         return Outcome(response: RTSPResponse(status: 200, headers: headers)) {
             stream.subscribe(subscriber)
+            adaptation?.start()
         }
     }
 
@@ -444,11 +460,15 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
 
     private func pause(session: ServerSession?) -> Outcome {
         guard let session else { return Outcome(response: RTSPResponse(status: 454)) }
-        let subscriber = session.state.withLock { state -> MediaSubscriber? in
+        let (subscriber, adaptation) = session.state.withLock { state -> (MediaSubscriber?, PlayerAdaptation?) in
             _ = state.machine.apply("PAUSE")
-            defer { state.subscriber = nil }
-            return state.subscriber
+            defer {
+                state.subscriber = nil
+                state.adaptation = nil
+            }
+            return (state.subscriber, state.adaptation)
         }
+        adaptation?.stop()
         subscriber?.leave()
         return Outcome(response: RTSPResponse(status: 200, headers: sessionHeader(session)))
     }

@@ -18,6 +18,15 @@ enum RTSPURL {
         return segments.joined(separator: "/")
     }
 
+    /// Whether the URI's query pins the player to the rung it names (`?abr=off` or `?abr=0`).
+    static func pinsRung(_ uri: String) -> Bool {
+        guard let query = uri.firstIndex(of: "?") else { return false }
+        return uri[uri.index(after: query)...].split(separator: "&").contains { parameter in
+            let pair = parameter.split(separator: "=", maxSplits: 1).map { $0.lowercased() }
+            return pair.first == "abr" && (pair.count > 1 && ["off", "0", "false", "no"].contains(pair[1].prefix { $0 != "/" }))
+        }
+    }
+
     /// `scheme://host:port/<path>` from a request URI, for Content-Base and RTP-Info.
     static func base(of uri: String, path: String) -> String {
         guard let scheme = uri.range(of: "://") else { return "/" + path }

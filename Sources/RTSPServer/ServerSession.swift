@@ -37,6 +37,8 @@ final class ServerSession: Sendable {
         var stream: LiveStream?
         var playerTransports: [Int: RTSPTransport] = [:]
         var subscriber: MediaSubscriber?
+        /// Moves the player between its ladder's rungs (nil: pinned, UDP, or not a ladder).
+        var adaptation: PlayerAdaptation?
     }
 
     init(id: String, path: String, role: RTSPSessionStateMachine.Role, connection: Channel) {
@@ -217,11 +219,12 @@ final class ServerSession: Sendable {
 
     /// Ends the session once: a publisher's sink hears why, a player leaves its stream.
     func end(reason: String, registry: StreamRegistry) {
-        let (sink, subscriber): ((any PublishSink)?, MediaSubscriber?) = state.withLock { state in
-            guard !state.ended else { return (nil, nil) }
+        let (sink, subscriber, adaptation): ((any PublishSink)?, MediaSubscriber?, PlayerAdaptation?) = state.withLock { state in
+            guard !state.ended else { return (nil, nil, nil) }
             state.ended = true
-            return (state.sink, state.subscriber)
+            return (state.sink, state.subscriber, state.adaptation)
         }
+        adaptation?.stop()
         if role == .publisher, sink != nil {
             registry.releasePublisher(path, session: id)
             sink?.publisherEnded(reason: reason)

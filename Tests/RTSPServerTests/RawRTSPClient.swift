@@ -68,6 +68,13 @@ final class RawRTSPClient {
         }
     }
 
+    /// What has arrived, at most `maximum` bytes, without waiting.
+    func receiveAvailable(maximum: Int) -> [UInt8] {
+        var chunk = [UInt8](repeating: 0, count: maximum)
+        let count = recv(socketDescriptor, &chunk, maximum, Int32(MSG_DONTWAIT))
+        return count > 0 ? Array(chunk[0..<count]) : []
+    }
+
     /// Whatever arrives within `seconds` (the socket's receive timeout bounds each read).
     func receiveRaw(for seconds: Double) -> [UInt8] {
         var data = [UInt8]()
