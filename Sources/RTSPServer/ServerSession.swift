@@ -90,8 +90,9 @@ final class ServerSession: Sendable {
     /// Returns why the publish must stop when the stream's own parameter sets announce a picture
     /// the node does not take (the ANNOUNCE's were checked before): larger than `maximumPixels`, or
     /// refused by the sink. Nothing of that format reaches the sink. When `forgeable` (UDP), one
-    /// such packet is not enough: the refused sets are set aside and the publish stops only when
-    /// the source keeps sending them for `refusalPersistence` seconds with nothing acceptable between.
+    /// such packet is not enough: the refused sets are set aside (with what follows them up to an
+    /// IDR the node takes) and the publish stops only when the source keeps sending them for
+    /// `refusalPersistence` seconds, as a publisher that really switched does at every keyframe.
     func receiveRTP(_ buffer: ByteBuffer, track index: Int, maximumPixels: Int, forgeable: Bool = false) -> String? {
         guard let packet = try? RTPPacket(parsing: buffer) else { return nil }
         var videoOut: [(H264AccessUnit, Int64, VideoFormat)] = []
