@@ -1,4 +1,5 @@
 import Dispatch
+import Logging
 import MediaCore
 import NIOCore
 import RTSP
@@ -19,10 +20,12 @@ final class PlayerAdaptation: Sendable {
     private let transport: PlayerTransport
     private let registry: StreamRegistry
     private let ladder: [Int: String]
+    private let logger: Logger
     private let state: Mutex<(policy: SwitchingPolicy?, task: RepeatedTask?, stopped: Bool, lastAcked: (bytes: UInt64, time: Double)?)>
     private let started = DispatchTime.now().uptimeNanoseconds
 
-    init(subscriber: MediaSubscriber, transport: PlayerTransport, registry: StreamRegistry, ladder: [Int: String]) {
+    init(subscriber: MediaSubscriber, transport: PlayerTransport, registry: StreamRegistry, ladder: [Int: String], logger: Logger) {
+        self.logger = logger
         self.subscriber = subscriber
         self.transport = transport
         self.registry = registry
@@ -82,13 +85,15 @@ final class PlayerAdaptation: Sendable {
         switch decision {
         case .stay:
             break
-        case let .switchTo(level, flush, _):
+        case let .switchTo(level, flush, reason):
             guard let path = ladder[level], let target = registry.existingStream(path) else { return }
             subscriber.switchTo(target, flush: flush)
+            logger.info("player moves to another level", metadata: ["from": "\(current.level)", "to": "\(level)", "reason": "\(reason)"])
         case let .probe(bitRate):
             probe(extraBitRate: max(0, bitRate - current.bitRate))
         case .skipToLiveEdge:
             subscriber.skipToNextKeyframe()
+            logger.info("player skips to the next keyframe: its link does not carry the lowest level", metadata: ["level": "\(current.level)"])
         }
     }
 

@@ -427,7 +427,10 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
         var adaptation: PlayerAdaptation?
         if transport is InterleavedTransport, let ladder = stream.ladder, ladder.count > 1,
            !pinnedPaths.contains(session.path), !RTSPURL.pinsRung(request.uri) {
-            adaptation = PlayerAdaptation(subscriber: subscriber, transport: transport, registry: server.registry, ladder: ladder)
+            var playerLogger = logger
+            playerLogger[metadataKey: "session"] = "\(session.id)"
+            playerLogger[metadataKey: "stream.guid"] = "\(session.path)"
+            adaptation = PlayerAdaptation(subscriber: subscriber, transport: transport, registry: server.registry, ladder: ladder, logger: playerLogger)
         }
         session.state.withLock {
             $0.subscriber = subscriber
