@@ -124,7 +124,6 @@ public struct SwitchingPolicy: Sendable {
     private var currentUpHold = 6.0
     private var probeHold = 6.0
     private var lastUp: (time: Double, from: Int)?
-    private var levelSince: Double?
     private var probe: (level: Int, until: Double, best: Double)?
     private var lastSkip: Double?
 
@@ -162,7 +161,6 @@ public struct SwitchingPolicy: Sendable {
         sample.backlogSeconds = sample.backlogSeconds.isFinite ? max(0, sample.backlogSeconds) : 0
         let now = sample.time
         guard now.isFinite else { return .stay }
-        if levelSince == nil { levelSince = now }
         // An app-limited sample says only that the link carries at least that much.
         if let measured = sample.estimate, !sample.appLimited || measured > (estimate ?? 0) { estimate = measured }
 
@@ -263,7 +261,6 @@ public struct SwitchingPolicy: Sendable {
     private mutating func move(to target: Rung, now: Double, flush: Bool, reason: String) -> Decision {
         level = target.level
         switches += 1
-        levelSince = now
         badSince = nil
         cleanSince = nil
         probe = nil
