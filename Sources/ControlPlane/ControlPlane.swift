@@ -43,6 +43,8 @@ public final class ControlPlane: Sendable {
     private let readiness = Atomic<Bool>(false)
     /// `rtsp://host:port` once the RTSP server listens: links on the status page and in job views.
     private let rtspBase = Mutex<String?>(nil)
+    /// The RTSP server's players, once attached.
+    private let playerSource = Mutex<(@Sendable () -> [PlayerStatus])?>(nil)
 
     public init(configuration: Configuration, nodeConfiguration: LiveNode.Configuration, registry: StreamRegistry,
                 store: NodeStore, metrics: NodeMetrics = NodeMetrics(), logger: Logger = Logger(label: "abr.control")) async {
@@ -70,6 +72,20 @@ public final class ControlPlane: Sendable {
         tokens = await TokenAuthority(secret: configuration.credentials.jwtSecret, lifetime: configuration.tokenLifetime)
         hlsFiles = HLSFiles(root: nodeConfiguration.dataDirectory.appendingPathComponent("hls"))
         httpConnections = HTTPConnectionLimiter(limits: configuration.httpConnections)
+    }
+
+    /// Shows `rtsp`'s players in job views and on the status page, and turns their moves between
+    /// rungs into `playerSwitched` events and the switch counter.
+    public func attachPlayers(_ rtsp: RTSPService) {
+        playerSource.withLock { $0 = { rtsp.players() } }
+        rtsp.observePlayerSwitches { [self] move in playerSwitched(move) }
+    }
+
+    func playerSwitched(_ move: PlayerSwitchEvent) {
+        metrics.countPlayerSwitch(direction: move.direction)
+        guard let ladder = ladder(containing: move.requested) else { return }
+        events.publish(streamGuid: ladder.streamGuid, time: Date().timeIntervalSince1970, kind: "playerSwitched",
+                       detail: "session \(move.session) \(move.direction) from \(move.from) to \(move.to): \(move.reason)")
     }
 
     /// Ready: the RTSP server listens and the node takes publishers (false again while draining).
@@ -120,9 +136,26 @@ public final class ControlPlane: Sendable {
             public var hls: String
         }
 
+        /// One RTSP player of the job's variants.
+        public struct PlayerView: Codable, Sendable {
+            public var session: String
+            /// The variant it asked for.
+            public var requested: String
+            /// The variant it gets now, and its level.
+            public var streamGuid: String?
+            public var abrLevel: Int?
+            /// Moved between rungs as its link changes (false: pinned with `?abr=off`).
+            public var adaptive: Bool
+            public var estimateBitRate: Int?
+            public var switches: Int
+            public var transport: String
+            public var address: String?
+        }
+
         public var streamGuid: String
         public var state: String
         public var publisher: Publisher?
+        public var players: [PlayerView]
         public var droppedAtIngest: Int
         /// Publisher notifications not recorded (unknown names, over the rate limit).
         public var notificationsRefused: Int
@@ -167,7 +200,12 @@ public final class ControlPlane: Sendable {
             JobView.Publisher(address: $0, since: status?.publisherSince, codecs: status?.sourceCodecs, width: status?.sourceWidth,
                               height: status?.sourceHeight, fps: status?.sourceFrameRate)
         }
-        return JobView(streamGuid: ladder.streamGuid, state: status?.state.rawValue ?? "provisioned", publisher: publisher,
+        let guids = Set(ladder.variants.map(\.streamGuid))
+        let players = (playerSource.withLock { $0 }?() ?? []).filter { guids.contains($0.requested) }.map {
+            JobView.PlayerView(session: $0.session, requested: $0.requested, streamGuid: $0.stream, abrLevel: $0.level, adaptive: $0.adaptive,
+                               estimateBitRate: $0.estimateBitRate, switches: $0.switches, transport: $0.transport, address: $0.address)
+        }
+        return JobView(streamGuid: ladder.streamGuid, state: status?.state.rawValue ?? "provisioned", publisher: publisher, players: players,
                        droppedAtIngest: status?.droppedAtIngest ?? 0, notificationsRefused: status?.notificationsRefused ?? 0, hlsMaster: "/hls/\(ladder.streamGuid)/master.m3u8",
                        variants: variants, history: history ? (try? store.history(ladder.streamGuid)) : nil)
     }

@@ -18,6 +18,12 @@ public final class NodeMetrics: Sendable {
         registry.makeGauge(name: name, labels: labels, help: help)
     }
 
+    /// A player moved between rungs ("down" or "up"): counted as it happens.
+    public func countPlayerSwitch(direction: String) {
+        registry.makeCounter(name: "abr_worker_player_switches_total", labels: [("direction", direction == "up" ? "up" : "down")],
+                             help: "Moves of adaptive players between rungs, by direction.").increment()
+    }
+
     /// Refreshes every gauge, then renders the registry (including whatever else reports into it).
     public func exposition(statuses: [LiveLadderJob.Status], capacity: CapacityMonitor.Snapshot, provisions: Int,
                            registryOfStreams: StreamRegistry, sseListeners: Int) -> String {

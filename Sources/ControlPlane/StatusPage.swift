@@ -29,6 +29,8 @@ enum StatusPage {
               <table><thead><tr><th>Level</th><th>Size</th><th>Declared</th><th>Average</th><th>Peak</th><th>fps</th><th>Frames</th>\
             <th>Drops</th><th>Players</th><th>Latency p50/p99</th><th>Play</th></tr></thead>
               <tbody>\(rows)</tbody></table>
+              <table class="players"><thead><tr><th>Player</th><th>Transport</th><th>Asked for</th><th>Level now</th>\
+            <th>Estimate</th><th>Switches</th></tr></thead><tbody></tbody></table>
             </section>
             """
         }
@@ -72,6 +74,18 @@ enum StatusPage {
                 set(".frames", v.framesOut); set(".drops", v.shed ? v.droppedFrames + " (shed)" : v.droppedFrames); set(".players", v.players);
                 set(".lat", v.latencyP50Ms == null ? "–" : `${v.latencyP50Ms}/${v.latencyP99Ms} ms`);
               }
+              const body = section.querySelector("table.players tbody");
+              body.replaceChildren(...(job.players || []).map(p => {
+                const row = document.createElement("tr");
+                row.dataset.session = p.session;
+                for (const text of [p.address || p.session, p.transport, p.requested, (p.abrLevel ?? "–") + (p.adaptive ? "" : " (pinned)"),
+                                    kbps(p.estimateBitRate), p.switches]) {
+                  const cell = document.createElement("td");
+                  cell.textContent = text;
+                  row.append(cell);
+                }
+                return row;
+              }));
             }
           } catch (e) { /* the node restarting: try again next time */ }
           for (const section of document.querySelectorAll("section[data-job]")) {

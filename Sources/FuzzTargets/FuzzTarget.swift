@@ -16,6 +16,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case sdp
     case rtp
     case rtcp
+    case rtcpFeedback = "rtcp-feedback"
     case h264Depacketizer = "h264-depacketizer"
     case aacDepacketizer = "aac-depacketizer"
     case latm
@@ -36,6 +37,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .sdp: Self.sdp(bytes)
         case .rtp: Self.rtp(bytes)
         case .rtcp: _ = RTCPPacket.parseCompound(ByteBuffer(bytes: bytes))
+        case .rtcpFeedback: Self.rtcpFeedback(bytes)
         case .h264Depacketizer: Self.h264(bytes)
         case .aacDepacketizer: Self.aac(bytes)
         case .latm: Self.latm(bytes)
@@ -239,6 +241,37 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         }
         _ = try? channel.finish()
         service.shutdown()
+    }
+
+    /// A UDP player's receiver reports as its adaptation reads them: the first byte says how many
+    /// packets were sent (and from which sequence), the second how far apart reports arrive; the
+    /// rest is compound RTCP, read one packet's worth at a time. Every reading must be a number
+    /// the policy can use, and the policy must keep the player on a rung of its ladder.
+    static func rtcpFeedback(_ bytes: [UInt8]) {
+        guard bytes.count > 2 else { return }
+        var meter = ReceiverReportMeter(capacity: 64)
+        let first = UInt16(bytes[0]) << 8 | UInt16(bytes[1])
+        for index in 0..<Int(bytes[0]) { meter.sent(sequence: first &+ UInt16(index), bytes: 100 + index) }
+        meter.sentReport(ntpTimestamp: 0x0102_0304_0506_0708, at: 0)
+        let rungs = [SwitchingPolicy.Rung(level: 1, bitRate: 2_000_000, upswitchAbove: 2_400_000, downswitchBelow: 1_800_000),
+                     SwitchingPolicy.Rung(level: 2, bitRate: 800_000, upswitchAbove: 960_000, downswitchBelow: 720_000)]
+        var policy = SwitchingPolicy(rungs: rungs, startingAt: 1)
+        var time = 0.0
+        for chunk in bytes.dropFirst(2).chunks(of: 32) {
+            for case let .receiverReport(_, blocks) in RTCPPacket.parseCompound(ByteBuffer(bytes: chunk)) {
+                for block in blocks {
+                    time += Double(bytes[1]) / 100
+                    meter.sent(sequence: first &+ UInt16(truncatingIfNeeded: Int(time * 10)), bytes: 1200)
+                    guard let reading = meter.receive(block, at: time) else { continue }
+                    precondition((0...1).contains(reading.lossFraction) && reading.inFlightBytes >= 0, "reading out of range: \(reading)")
+                    precondition(reading.bitRate.map { $0.isFinite && $0 >= 0 } ?? true, "rate out of range: \(reading)")
+                    precondition(reading.roundTrip.map { $0 >= 0 && $0 < 10 } ?? true, "round trip out of range: \(reading)")
+                    _ = policy.observe(.init(time: time, estimate: reading.bitRate, appLimited: reading.inFlightBytes == 0,
+                                             lossFraction: reading.lossFraction, backlogSeconds: Double(reading.inFlightBytes) * 8 / 800_000))
+                    precondition(rungs.contains { $0.level == policy.level }, "policy left the ladder")
+                }
+            }
+        }
     }
 
     /// Inputs a target starts from: real exchanges captured from ffmpeg 5.1 and GStreamer 1.22.

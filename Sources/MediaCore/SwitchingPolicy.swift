@@ -193,6 +193,12 @@ public struct SwitchingPolicy: Sendable {
                 }
                 probeHold = min(maximumProbeHold, probeHold * 2)
                 cleanSince = now
+                // Loss or queueing while probing is the probe's own doing: it ends, and only what
+                // the link shows without it can move the player down.
+                if bad {
+                    cleanSince = nil
+                    return .stay
+                }
             } else {
                 return .stay
             }

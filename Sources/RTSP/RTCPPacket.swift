@@ -15,12 +15,19 @@ public enum RTCPPacket: Sendable, Equatable {
         public var cumulativeLost: UInt32
         public var highestSequence: UInt32
         public var jitter: UInt32
-        public init(ssrc: UInt32, fractionLost: UInt8, cumulativeLost: UInt32, highestSequence: UInt32, jitter: UInt32) {
+        /// The middle 32 bits of the NTP timestamp of the last sender report the reporter got (0: none).
+        public var lastSenderReport: UInt32
+        /// Time from that sender report to this report, in 1/65536 s.
+        public var delaySinceLastSenderReport: UInt32
+        public init(ssrc: UInt32, fractionLost: UInt8, cumulativeLost: UInt32, highestSequence: UInt32, jitter: UInt32,
+                    lastSenderReport: UInt32 = 0, delaySinceLastSenderReport: UInt32 = 0) {
             self.ssrc = ssrc
             self.fractionLost = fractionLost
             self.cumulativeLost = cumulativeLost
             self.highestSequence = highestSequence
             self.jitter = jitter
+            self.lastSenderReport = lastSenderReport
+            self.delaySinceLastSenderReport = delaySinceLastSenderReport
         }
     }
 
@@ -48,9 +55,9 @@ public enum RTCPPacket: Sendable, Equatable {
                 for _ in 0..<count {
                     guard let source = body.readInteger(as: UInt32.self), let lost = body.readInteger(as: UInt32.self),
                           let highest = body.readInteger(as: UInt32.self), let jitter = body.readInteger(as: UInt32.self),
-                          body.readInteger(as: UInt64.self) != nil else { break }
+                          let lsr = body.readInteger(as: UInt32.self), let dlsr = body.readInteger(as: UInt32.self) else { break }
                     blocks.append(ReportBlock(ssrc: source, fractionLost: UInt8(lost >> 24), cumulativeLost: lost & 0xFFFFFF,
-                                              highestSequence: highest, jitter: jitter))
+                                              highestSequence: highest, jitter: jitter, lastSenderReport: lsr, delaySinceLastSenderReport: dlsr))
                 }
                 packets.append(.receiverReport(ssrc: ssrc, blocks: blocks))
             case 203:
@@ -83,7 +90,8 @@ public enum RTCPPacket: Sendable, Equatable {
                 buffer.writeInteger(UInt32(block.fractionLost) << 24 | (block.cumulativeLost & 0xFFFFFF))
                 buffer.writeInteger(block.highestSequence)
                 buffer.writeInteger(block.jitter)
-                buffer.writeInteger(UInt64(0))
+                buffer.writeInteger(block.lastSenderReport)
+                buffer.writeInteger(block.delaySinceLastSenderReport)
             }
         case let .goodbye(ssrcs):
             buffer.writeInteger(UInt8(0x80 | UInt8(min(ssrcs.count, 31))))

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Dispatch
 import NIOCore
 import RTSP
 import Synchronization
@@ -21,6 +22,51 @@ protocol PlayerTransport: Sendable {
     /// About `bytes` of RTCP APP padding on the video track's RTCP channel: a probe of the link
     /// that players ignore.
     func sendPadding(bytes: Int)
+    /// What was sent, for the player's receiver reports to be read against (UDP); nil on TCP,
+    /// where the kernel knows.
+    var sentMedia: SentMediaLog? { get }
+}
+
+/// What was sent to one UDP player, per track: the meters its RTCP receiver reports are checked
+/// against, and the probe padding sent beside the media.
+final class SentMediaLog: Sendable {
+    private let state = Mutex<(meters: [Int: ReceiverReportMeter], padding: Int64, paddingAtLastReading: Int64)>(([:], 0, 0))
+
+    func sent(_ packets: [RTPPacket], track: Int) {
+        state.withLock { state in
+            for packet in packets {
+                state.meters[track, default: ReceiverReportMeter()].sent(sequence: packet.sequenceNumber, bytes: packet.serializedSize)
+            }
+        }
+    }
+
+    func sent(_ rtcp: RTCPPacket, track: Int) {
+        guard case let .senderReport(_, ntp, _, _, _) = rtcp else { return }
+        let now = uptimeSeconds()
+        state.withLock { $0.meters[track]?.sentReport(ntpTimestamp: ntp, at: now) }
+    }
+
+    func paddingSent(bytes: Int) {
+        state.withLock { $0.padding += Int64(bytes) }
+    }
+
+    /// A report block about `track`, checked; with the video track's, the padding bytes sent since
+    /// the previous reading.
+    func receive(_ block: RTCPPacket.ReportBlock, track: Int, at time: Double) -> (reading: ReceiverReportMeter.Reading, paddingBytes: Int64)? {
+        state.withLock { state in
+            guard let reading = state.meters[track]?.receive(block, at: time) else { return nil }
+            guard track == 0 else { return (reading, 0) }
+            defer { state.paddingAtLastReading = state.padding }
+            return (reading, state.padding - state.paddingAtLastReading)
+        }
+    }
+
+    var ignoredReports: Int { state.withLock { $0.meters.values.reduce(0) { $0 + $1.ignoredReports } } }
+}
+
+/// Monotonic seconds, for feedback timing.
+func uptimeSeconds() -> Double {
+    Double(DispatchTime.now().uptimeNanoseconds) / 1e9
 }
 
 extension RTCPPacket {
@@ -105,6 +151,7 @@ struct InterleavedTransport: PlayerTransport {
     var pendingBytes: Int { backlog.value }
     var eventLoop: EventLoop { channel.eventLoop }
     func connectionInfo() -> EventLoopFuture<TCPInfo?> { channel.tcpInfo() }
+    var sentMedia: SentMediaLog? { nil }
 
     func sendPadding(bytes: Int) {
         guard let number = channels[0] else { return }
@@ -133,9 +180,11 @@ struct DatagramTransport: PlayerTransport {
     let destinations: [Int: (rtp: SocketAddress, rtcp: SocketAddress)]
     let backlog = BacklogCounter()
     let eventLoop: EventLoop
+    let log = SentMediaLog()
 
     func send(_ packets: [RTPPacket], track: Int) {
         guard let destination = destinations[track], !packets.isEmpty, let rtpChannel = sockets.udpChannels?.rtp else { return }
+        log.sent(packets, track: track)
         var size = 0
         var last: EventLoopFuture<Void>?
         for packet in packets {
@@ -152,13 +201,25 @@ struct DatagramTransport: PlayerTransport {
         guard let destination = destinations[track], let rtcpChannel = sockets.udpChannels?.rtcp else { return }
         var buffer = rtcpChannel.allocator.buffer(capacity: 64)
         rtcp.write(to: &buffer)
+        log.sent(rtcp, track: track)
         rtcpChannel.writeAndFlush(AddressedEnvelope(remoteAddress: destination.rtcp, data: buffer), promise: nil)
     }
 
     var pendingBytes: Int { backlog.value }
+    var sentMedia: SentMediaLog? { log }
 
     func connectionInfo() -> EventLoopFuture<TCPInfo?> { eventLoop.makeSucceededFuture(nil) }
-    func sendPadding(bytes: Int) {}
+
+    func sendPadding(bytes: Int) {
+        guard let destination = destinations[0], let rtcpChannel = sockets.udpChannels?.rtcp else { return }
+        var sent = 0
+        for packet in RTCPPacket.padding(ssrc: 0, name: PlayerAdaptation.probeName, bytes: bytes) {
+            sent += packet.count
+            rtcpChannel.write(AddressedEnvelope(remoteAddress: destination.rtcp, data: ByteBuffer(bytes: packet)), promise: nil)
+        }
+        rtcpChannel.flush()
+        log.paddingSent(bytes: sent)
+    }
 
     func close() {}
 }

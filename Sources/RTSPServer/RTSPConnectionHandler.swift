@@ -370,6 +370,9 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
                 if session.role == .publisher, let ip = context.remoteAddress?.ipAddress {
                     server.sessions.addRoute(from: "\(ip):\(clientPorts.lowerBound)", session: session.id, track: track, isRTCP: false)
                     server.sessions.addRoute(from: "\(ip):\(clientPorts.upperBound)", session: session.id, track: track, isRTCP: true)
+                } else if let ip = context.remoteAddress?.ipAddress {
+                    // A UDP player's receiver reports: they keep it alive and drive its adaptation.
+                    server.sessions.addRoute(from: "\(ip):\(clientPorts.upperBound)", session: session.id, track: track, isRTCP: true, replacing: false)
                 }
             }
             let accepted: Bool = session.state.withLock { state in
@@ -423,14 +426,17 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
                                          maximumBacklog: server.configuration.playerBacklogLimit) { [id = session.id] in
             if let session = server.sessions.session(id) { server.end(session, reason: "stream ended") }
         }
-        // A player of a ladder's rung over TCP follows its link unless it asked to be pinned (`?abr=off`).
+        // A player of a ladder's rung follows its link unless it asked to be pinned (`?abr=off`).
         var adaptation: PlayerAdaptation?
-        if transport is InterleavedTransport, let ladder = stream.ladder, ladder.count > 1,
-           !pinnedPaths.contains(session.path), !RTSPURL.pinsRung(request.uri) {
+        if let ladder = stream.ladder, ladder.count > 1, !pinnedPaths.contains(session.path), !RTSPURL.pinsRung(request.uri) {
             var playerLogger = logger
             playerLogger[metadataKey: "session"] = "\(session.id)"
             playerLogger[metadataKey: "stream.guid"] = "\(session.path)"
-            adaptation = PlayerAdaptation(subscriber: subscriber, transport: transport, registry: server.registry, ladder: ladder, logger: playerLogger)
+            adaptation = PlayerAdaptation(subscriber: subscriber, transport: transport, registry: server.registry, ladder: ladder,
+                                          logger: playerLogger) { [id = session.id, requested = session.path] move in
+                server.playerSwitched(PlayerSwitchEvent(session: id, requested: requested, from: ladder[move.from] ?? "", to: ladder[move.to] ?? "",
+                                                        fromLevel: move.from, toLevel: move.to, reason: move.reason))
+            }
         }
         session.state.withLock {
             $0.subscriber = subscriber

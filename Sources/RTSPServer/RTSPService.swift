@@ -58,6 +58,7 @@ public final class RTSPService: Sendable {
     /// Made by `start`, so a service that only handles connections given to it (tests, fuzzing) owns no threads.
     private let eventLoops = Mutex<MultiThreadedEventLoopGroup?>(nil)
     private let channels = Mutex<(server: Channel?, rtp: Channel?, rtcp: Channel?, sweep: RepeatedTask?)>((nil, nil, nil, nil))
+    private let switchObservers = Mutex<[@Sendable (PlayerSwitchEvent) -> Void]>([])
 
     public init(configuration: Configuration, registry: StreamRegistry, policy: any PublishPolicy,
                 logger: Logger = Logger(label: "abr.rtsp"), threads: Int = 1) {
@@ -263,6 +264,9 @@ public final class RTSPService: Sendable {
         guard let route = sessions.route(from: envelope.remoteAddress.routeKey) else { return }
         if route.isRTCP {
             route.session.touch()
+            if route.session.role == .player { route.session.receivePlayerRTCP(envelope.data) }
+        } else if route.session.role == .player {
+            return  // players send no RTP
         } else if let refusal = route.session.receiveRTP(envelope.data, track: route.track, maximumPixels: configuration.maximumPublishPixels,
                                                          forgeable: true) {
             logger.warning("publish stopped: \(refusal)", metadata: ["stream.guid": "\(route.session.path)"])
@@ -280,6 +284,20 @@ public final class RTSPService: Sendable {
               let target = registry.existingStream(path), target.isPlayable,
               target.audio == subscriber.currentStream?.audio else { return false }
         return subscriber.switchTo(target)
+    }
+
+    /// Every playing player: what it asked for, where it is now and why, for status pages and tests.
+    public func players() -> [PlayerStatus] {
+        sessions.all.filter { $0.role == .player }.compactMap(\.playerStatus).sorted { $0.session < $1.session }
+    }
+
+    /// `handler` hears of every move a player's adaptation makes (any thread).
+    public func observePlayerSwitches(_ handler: @escaping @Sendable (PlayerSwitchEvent) -> Void) {
+        switchObservers.withLock { $0.append(handler) }
+    }
+
+    func playerSwitched(_ event: PlayerSwitchEvent) {
+        for observer in switchObservers.withLock({ $0 }) { observer(event) }
     }
 
     /// The sessions playing `path` (the stream they asked for), for operators and tests.

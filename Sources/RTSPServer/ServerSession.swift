@@ -50,6 +50,31 @@ final class ServerSession: Sendable {
         self.state = Mutex(State(machine: RTSPSessionStateMachine(role: role)))
     }
 
+    /// RTCP from a UDP player: its receiver reports feed its adaptation, block by block, for the
+    /// tracks it plays (blocks about other sources are ignored).
+    func receivePlayerRTCP(_ data: ByteBuffer) {
+        let (subscriber, adaptation) = state.withLock { ($0.subscriber, $0.adaptation) }
+        guard let subscriber, let adaptation else { return }
+        let ssrcs = subscriber.ssrcs
+        for case let .receiverReport(_, blocks) in RTCPPacket.parseCompound(data) {
+            for block in blocks {
+                if block.ssrc == ssrcs.video { adaptation.receiverReport(block, track: 0) }
+                if block.ssrc == ssrcs.audio, subscriber.hasAudio { adaptation.receiverReport(block, track: 1) }
+            }
+        }
+    }
+
+    /// What operators see of a playing player; nil for publishers and players not playing.
+    var playerStatus: PlayerStatus? {
+        let (subscriber, adaptation, transports) = state.withLock { ($0.subscriber, $0.adaptation, $0.playerTransports) }
+        guard role == .player, let subscriber else { return nil }
+        let current = subscriber.currentStream
+        return PlayerStatus(session: id, requested: path, stream: current?.path, level: current?.rung?.level,
+                            adaptive: adaptation != nil, estimateBitRate: adaptation?.estimate.map { Int($0) },
+                            switches: subscriber.switches, transport: transports.values.allSatisfy(\.isTCP) ? "tcp" : "udp",
+                            address: remoteAddress?.ipAddress)
+    }
+
     func touch() {
         state.withLock { $0.lastActivity = DispatchTime.now().uptimeNanoseconds }
     }
@@ -280,8 +305,14 @@ final class SessionTable: Sendable {
 
     var all: [ServerSession] { state.withLock { Array($0.sessions.values) } }
 
-    func addRoute(from address: String, session: String, track: Int, isRTCP: Bool) {
-        state.withLock { $0.routes[address] = (session, track, isRTCP) }
+    /// Routes datagrams from `address` to a session's track. A publisher's route replaces any
+    /// other (a publisher taking over its stream sends from the same ports); a player's never
+    /// replaces another live session's, so no player can take a publisher's reports.
+    func addRoute(from address: String, session: String, track: Int, isRTCP: Bool, replacing: Bool = true) {
+        state.withLock { state in
+            if !replacing, let existing = state.routes[address], existing.session != session, state.sessions[existing.session] != nil { return }
+            state.routes[address] = (session, track, isRTCP)
+        }
     }
 
     func route(from address: String) -> (session: ServerSession, track: Int, isRTCP: Bool)? {

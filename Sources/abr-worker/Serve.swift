@@ -167,6 +167,7 @@ struct Serve: AsyncParsableCommand {
             rtsp.playerCredentials = StreamCredentials(username: user, password: environment["ABR_WORKER_PLAYER_PASSWORD"] ?? "")
         }
         let rtspService = RTSPService(configuration: rtsp, registry: registry, policy: plane.node)
+        plane.attachPlayers(rtspService)
         let rtspPort: Int
         do {
             rtspPort = try rtspService.start()
