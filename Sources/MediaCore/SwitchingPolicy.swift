@@ -126,6 +126,13 @@ public struct SwitchingPolicy: Sendable {
     private var lastUp: (time: Double, from: Int)?
     private var probe: (level: Int, until: Double, best: Double)?
     private var lastSkip: Double?
+    /// Until then, the backlog left by the last move is not held against the new rung.
+    private var settledAt = -Double.infinity
+    /// Seconds a move gives the old rung's queued media to drain. The old rung goes on until the
+    /// target's IDR (up to a keyframe interval), and what it queued drains only as fast as the
+    /// link outruns the new rung; lag stays bounded meanwhile by `maximumLag`, and the estimate
+    /// still moves the player on at once if the link collapses.
+    public var settleTime = 6.0
 
     /// - Parameters:
     ///   - rungs: the ladder, in any order (level 1 is the top).
@@ -178,7 +185,10 @@ public struct SwitchingPolicy: Sendable {
         }
 
         let measured = sample.appLimited ? nil : sample.estimate
-        var bad = sample.lossFraction >= lossForDown || sample.backlogSeconds > backlogForDown
+        // Right after a move, the queue still holds the old rung's media, counted in seconds of the
+        // new one: it says nothing about the new rung until it has had time to drain.
+        let backlogBad = sample.backlogSeconds > backlogForDown && now >= settledAt
+        var bad = sample.lossFraction >= lossForDown || backlogBad
         if let measured, measured < Double(current.downswitchBelow) { bad = true }
 
         // A probe under way: the samples it measures say whether the next rung fits.
@@ -209,14 +219,15 @@ public struct SwitchingPolicy: Sendable {
             if badSince == nil { badSince = now }
             let collapse = measured.map { $0 < Double(current.bitRate) / 2 } ?? false
             let persistent = now - badSince! >= downHold
-            if level != lowest.level, collapse || persistent || sample.lossFraction >= lossForDown || sample.backlogSeconds > backlogForDown {
+            if level != lowest.level, collapse || persistent || sample.lossFraction >= lossForDown || backlogBad {
                 // A backlog or loss says the rung does not fit, whatever the estimate claims.
-                let overrun = sample.backlogSeconds > backlogForDown || sample.lossFraction >= lossForDown
+                let overrun = backlogBad || sample.lossFraction >= lossForDown
                 let target = overrun ? lower(measured.map(highestCarried)) : (measured.map(highestCarried) ?? lower(nil))
                 if target.level > level {
-                    let why = measured.map { "estimate \(kbps($0)) under \(kbps(Double(current.downswitchBelow)))" }
-                        ?? (sample.lossFraction >= lossForDown ? "loss \(Int(sample.lossFraction * 100)) %" : "\(format(sample.backlogSeconds)) s backlog")
-                    return moveDown(to: target, now: now, flush: sample.backlogSeconds > backlogForDown, reason: why)
+                    let why = sample.lossFraction >= lossForDown ? "loss \(Int(sample.lossFraction * 100)) %"
+                        : backlogBad ? "\(format(sample.backlogSeconds)) s backlog"
+                        : measured.map { "estimate \(kbps($0)) under \(kbps(Double(current.downswitchBelow)))" } ?? "link slower than the rung"
+                    return moveDown(to: target, now: now, flush: backlogBad, reason: why)
                 }
             }
             return .stay
@@ -267,6 +278,7 @@ public struct SwitchingPolicy: Sendable {
     private mutating func move(to target: Rung, now: Double, flush: Bool, reason: String) -> Decision {
         level = target.level
         switches += 1
+        settledAt = now + settleTime
         badSince = nil
         cleanSince = nil
         probe = nil

@@ -48,6 +48,9 @@ final class MediaSubscriber: Sendable {
         /// Added to its stream, not yet given the cached GOP: live pictures wait.
         var joining = true
         var lastSentTicks: Int64?
+        /// The latest presentation time sent: with B-frames it is not the last picture's, and a
+        /// switch must land after it or the player sees time go back.
+        var highestSentTicks: Int64?
         /// The stream whose pictures this player gets, and the one it is switching to.
         var current: LiveStream?
         var switchTarget: LiveStream?
@@ -216,7 +219,7 @@ final class MediaSubscriber: Sendable {
                 state.heldAtKeyframes = 0
                 return .cancel(target: target)
             }
-            guard stream === state.switchTarget, isKeyframe, ticks > (state.lastSentTicks ?? .min) else { return .drop }
+            guard stream === state.switchTarget, isKeyframe, ticks > (state.highestSentTicks ?? .min) else { return .drop }
             let left = state.current
             state.current = stream
             state.switchTarget = nil
@@ -285,6 +288,7 @@ final class MediaSubscriber: Sendable {
             let ticks = state.timeline.video(sourceTicks)
             outputTicks = ticks
             state.lastSentTicks = sourceTicks
+            state.highestSentTicks = max(state.highestSentTicks ?? sourceTicks, sourceTicks)
             if state.epoch == nil { state.epoch = wallClock() - Double(ticks) / 90000 }
             let packets = state.video.packetize(units.map { $0[...] }, timestamp: state.videoBase &+ UInt32(truncatingIfNeeded: ticks))
             state.videoPackets &+= UInt32(packets.count)

@@ -158,7 +158,9 @@ final class PlayerAdaptation: Sendable {
             logger.info("player moves to another level", metadata: ["from": "\(current.level)", "to": "\(level)", "reason": "\(reason)"])
             onSwitch(PlayerSwitch(from: current.level, to: level, reason: reason))
         case let .probe(bitRate):
-            probe(extraBitRate: max(0, bitRate - current.bitRate), seconds: probeSeconds)
+            // A little over the threshold: the rung's real rate wanders under its required rate, and
+            // a probe that offers exactly the threshold measures just short of it.
+            probe(extraBitRate: max(0, bitRate + bitRate / 10 - current.bitRate), seconds: probeSeconds)
         case .skipToLiveEdge:
             subscriber.skipToNextKeyframe()
             logger.info("player skips to the next keyframe: its link does not carry the lowest level", metadata: ["level": "\(current.level)"])

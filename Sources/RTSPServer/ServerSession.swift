@@ -72,7 +72,7 @@ final class ServerSession: Sendable {
         return PlayerStatus(session: id, requested: path, stream: current?.path, level: current?.rung?.level,
                             adaptive: adaptation != nil, estimateBitRate: adaptation?.estimate.map { Int($0) },
                             switches: subscriber.switches, transport: transports.values.allSatisfy(\.isTCP) ? "tcp" : "udp",
-                            address: remoteAddress?.ipAddress)
+                            address: remoteAddress?.routeKey)
     }
 
     func touch() {

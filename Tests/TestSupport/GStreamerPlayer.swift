@@ -24,14 +24,16 @@ public struct RTSPSourcePlayback: Sendable {
 }
 
 /// Plays `url` with `gst-launch-1.0 rtspsrc … ! fakesink num-buffers=pictures` over `protocols`
-/// (`tcp` or `udp`). `decode` goes between the depayloader and the sink.
+/// (`tcp` or `udp`). `decode` goes between the depayloader and the sink; `launcher` is what
+/// gst-launch runs under (a namespace's `ip netns exec …`).
 public func playWithRTSPSource(_ url: String, protocols: String, pictures: Int,
-                               decode: [String] = ["h264parse", "!", "avdec_h264"], timeout: TimeInterval = 30) throws -> RTSPSourcePlayback {
+                               decode: [String] = ["h264parse", "!", "avdec_h264"], timeout: TimeInterval = 30,
+                               launcher: [String] = []) throws -> RTSPSourcePlayback {
     // -v prints one "last-message = chain" line per buffer the fakesink takes; rtspsrc's DEBUG log
     // shows whether the server answered the TEARDOWN (what tells its shutdown race from a dropped connection).
     let pipeline = ["-v", "rtspsrc", "location=\(url)", "protocols=\(protocols)", "!", "rtph264depay", "!"] + decode
         + ["!", "fakesink", "silent=false", "num-buffers=\(pictures)", "sync=false"]
-    let result = try runProcess("/bin/sh", ["-c", "GST_DEBUG=rtspsrc:5 GST_DEBUG_NO_COLOR=1 exec gst-launch-1.0 \"$@\" 2>&1", "sh"] + pipeline,
+    let result = try runProcess("/bin/sh", ["-c", "GST_DEBUG=rtspsrc:5 GST_DEBUG_NO_COLOR=1 exec \"$@\" 2>&1", "sh"] + launcher + ["gst-launch-1.0"] + pipeline,
                                 timeout: timeout)
     let output = result.stdout
     let sinkLines = output.split(separator: "\n").filter { $0.contains("GstFakeSink:fakesink0: last-message = chain") }

@@ -25,11 +25,14 @@ public final class ServeProcess: @unchecked Sendable {
     public let rtspBase: String
     public let outputFile: URL
     public let errorFile: URL
+    /// What the node runs under (a namespace's `ip netns exec …`): its HTTP clients run there too.
+    public let launcher: [String]
 
     /// Starts the node and waits (up to 60 s) until it prints where it listens.
     /// - Parameter launcher: a command the node runs under (`prlimit --nofile=…`), if any.
     public init(dataDirectory: URL, arguments: [String] = [], environment: [String: String] = [:], launcher: [String] = []) throws {
         self.dataDirectory = dataDirectory
+        self.launcher = launcher
         try FileManager.default.createDirectory(at: dataDirectory, withIntermediateDirectories: true)
         let stamp = UUID().uuidString.prefix(8)
         outputFile = dataDirectory.appendingPathComponent("../serve-\(stamp).out").standardizedFileURL
@@ -75,7 +78,10 @@ public final class ServeProcess: @unchecked Sendable {
         for (name, value) in headers { arguments += ["-H", "\(name): \(value)"] }
         if let user { arguments += ["-u", user] }
         if let body { arguments += ["--data-binary", body] }
-        let result = try runProcess("/usr/bin/curl", arguments + [httpBase + path], timeout: 90)
+        // Under a namespace's launcher, curl runs inside it; a resource limit (prlimit) need not apply.
+        let inside = launcher.first == "/usr/sbin/ip" ? launcher : []
+        let result = try runProcess(inside.first ?? "/usr/bin/curl", inside.dropFirst() + (inside.isEmpty ? [] : ["/usr/bin/curl"]) + arguments + [httpBase + path],
+                                    timeout: 90)
         guard let newline = result.stdout.lastIndex(of: "\n"), let status = Int(result.stdout[result.stdout.index(after: newline)...]) else {
             throw Failure(description: "curl \(method) \(path) failed: \(result.stderr)")
         }
