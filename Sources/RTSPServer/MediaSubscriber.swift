@@ -229,6 +229,8 @@ final class MediaSubscriber: Sendable {
         }
     }
     var droppedFrames: Int { state.withLock { $0.dropped } }
+    /// Bytes held for this player: queued to its transport and waiting in its catch-up.
+    var heldBytes: Int { transport.pendingBytes + state.withLock { $0.pendingBytes } }
 
     func sendVideo(nalUnits: [[UInt8]], ticks: Int64, isKeyframe: Bool, parameterSets: [[UInt8]]?, from stream: LiveStream) {
         guard hasVideo else { return }

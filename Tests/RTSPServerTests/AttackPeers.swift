@@ -46,7 +46,25 @@ final class UDPPeer {
         return descriptor
     }
 
+    /// One datagram on the RTP socket, or nil after `timeout` seconds.
+    func receiveRTP(timeout: Double) -> [UInt8]? {
+        var descriptor = pollfd(fd: rtpSocket, events: Int16(POLLIN), revents: 0)
+        guard poll(&descriptor, 1, Int32(timeout * 1000)) == 1 else { return nil }
+        var buffer = [UInt8](repeating: 0, count: 2048)
+        let count = buffer.withUnsafeMutableBytes { recv(rtpSocket, $0.baseAddress, $0.count, 0) }
+        return count > 0 ? Array(buffer.prefix(count)) : nil
+    }
+
+    /// Sends from the RTCP socket (a player's reports).
+    func sendRTCP(_ bytes: [UInt8], toPort port: Int) {
+        send(bytes, toPort: port, from: rtcpSocket)
+    }
+
     func send(_ bytes: [UInt8], toPort port: Int) {
+        send(bytes, toPort: port, from: rtpSocket)
+    }
+
+    private func send(_ bytes: [UInt8], toPort port: Int, from socket: Int32) {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -54,7 +72,7 @@ final class UDPPeer {
         _ = bytes.withUnsafeBytes { raw in
             withUnsafePointer(to: &address) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    sendto(rtpSocket, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                    sendto(socket, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
                 }
             }
         }
