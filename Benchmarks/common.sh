@@ -13,3 +13,14 @@ benchmark_source_clip() { # path
 
 # The x264 settings abr-worker uses (H264Encoder.swift), spelled for the ffmpeg CLI.
 x264=(-c:v libx264 -preset veryfast -tune zerolatency -profile:v high -bf 0 -g 60 -keyint_min 60 -sc_threshold 0 -pix_fmt yuv420p)
+
+# The abr-worker to measure: $WORKER when set (another build, for before/after runs), else this
+# tree's release build. Prints its path.
+benchmark_worker() {
+  if [ -n "${WORKER:-}" ]; then
+    echo "$WORKER"
+  else
+    swift build -c release --product abr-worker >/dev/null
+    echo .build/release/abr-worker
+  fi
+}

@@ -31,12 +31,7 @@ warmup=25
 work=Benchmarks/work/live
 mkdir -p "$work"
 
-if [ -n "${WORKER:-}" ]; then
-  worker=$WORKER
-else
-  swift build -c release --product abr-worker >/dev/null
-  worker=.build/release/abr-worker
-fi
+worker=$(benchmark_worker)
 clip=Benchmarks/work/source-720p30-20s.mp4
 benchmark_source_clip "$clip"
 

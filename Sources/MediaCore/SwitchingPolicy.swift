@@ -9,9 +9,9 @@
 ///
 /// - **Down, fast and as far as needed.** A sample whose estimate is below the rung's down
 ///   threshold counts as bad, and so does loss of `lossForDown` or more. After `downHold` seconds
-///   of bad samples, or at once when the estimate falls under half the rung's rate or the player's
-///   backlog passes `backlogForDown` seconds, the player moves to the highest rung its estimate
-///   carries, several rungs at a time when the link collapsed.
+///   of bad samples, or at once when two samples in a row fall under half the rung's rate or the
+///   player's backlog passes `backlogForDown` seconds, the player moves to the highest rung the
+///   best of those bad samples carries, several rungs at a time when the link collapsed.
 /// - **Up, slowly and one rung at a time.** After `upHold` clean seconds (no bad sample, a small
 ///   backlog), a player whose measured estimate reaches the next rung's up threshold moves up.
 ///   A transport that sends only what the rung needs measures no more than that (its samples are
@@ -120,6 +120,9 @@ public struct SwitchingPolicy: Sendable {
     public private(set) var estimate: Double?
 
     private var badSince: Double?
+    /// Since `badSince`: consecutive samples under half the rung's rate, and the best estimate.
+    private var collapsedSamples = 0
+    private var bestWhileBad: Double?
     private var cleanSince: Double?
     private var currentUpHold = 6.0
     private var probeHold = 6.0
@@ -216,17 +219,28 @@ public struct SwitchingPolicy: Sendable {
 
         if bad {
             cleanSince = nil
-            if badSince == nil { badSince = now }
-            let collapse = measured.map { $0 < Double(current.bitRate) / 2 } ?? false
+            if badSince == nil {
+                badSince = now
+                collapsedSamples = 0
+                bestWhileBad = nil
+            }
+            // One sample can catch TCP in loss recovery or a reader's hiccup: a collapse is two in a
+            // row under half the rung, and the move goes to what the best of the bad samples carries.
+            if let measured {
+                bestWhileBad = max(bestWhileBad ?? measured, measured)
+                collapsedSamples = measured < Double(current.bitRate) / 2 ? collapsedSamples + 1 : 0
+            }
+            let collapse = collapsedSamples >= 2
             let persistent = now - badSince! >= downHold
+            let best = bestWhileBad
             if level != lowest.level, collapse || persistent || sample.lossFraction >= lossForDown || backlogBad {
                 // A backlog or loss says the rung does not fit, whatever the estimate claims.
                 let overrun = backlogBad || sample.lossFraction >= lossForDown
-                let target = overrun ? lower(measured.map(highestCarried)) : (measured.map(highestCarried) ?? lower(nil))
+                let target = overrun ? lower(best.map(highestCarried)) : (best.map(highestCarried) ?? lower(nil))
                 if target.level > level {
                     let why = sample.lossFraction >= lossForDown ? "loss \(Int(sample.lossFraction * 100)) %"
                         : backlogBad ? "\(format(sample.backlogSeconds)) s backlog"
-                        : measured.map { "estimate \(kbps($0)) under \(kbps(Double(current.downswitchBelow)))" } ?? "link slower than the rung"
+                        : best.map { "estimate \(kbps($0)) under \(kbps(Double(current.downswitchBelow)))" } ?? "link slower than the rung"
                     return moveDown(to: target, now: now, flush: backlogBad, reason: why)
                 }
             }

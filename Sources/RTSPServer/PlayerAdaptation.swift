@@ -97,9 +97,8 @@ final class PlayerAdaptation: Sendable {
     private func observe(_ info: TCPInfo?) {
         guard let info, let (rungs, current) = rungs else { return }
         let now = self.now
-        // Media queued for the player in seconds of its current rung: ours, plus what the kernel has not sent.
+        // Media queued for the player: ours, plus what the kernel has not sent.
         let queuedBits = Double(transport.pendingBytes + Int(info.notSentBytes)) * 8
-        let backlog = queuedBits / Double(max(1, current.bitRate))
         decide(rungs: rungs, current: current) { state in
             // What the player acknowledged since the last look. With data waiting, that is what its
             // link carries (the kernel's delivery rate samples bursts and runs high behind a small
@@ -108,6 +107,10 @@ final class PlayerAdaptation: Sendable {
             let acked = state.lastAcked.map { Double(info.bytesAcked &- $0.bytes) * 8 / max(0.05, now - $0.time) }
             state.lastAcked = (info.bytesAcked, now)
             let delivery = info.deliveryRate > 0 ? Double(info.deliveryRate) * 8 : nil
+            // How far behind the queue puts the player: what it holds over what the link drains.
+            // Right after a move down the queue holds the old rung's media, so the current rung's
+            // rate would overstate it; a stalled reader (nothing acknowledged) is as far behind as it gets.
+            let backlog = queuedBits / max(1000, queuedBits > 0 ? (acked ?? Double(current.bitRate)) : Double(current.bitRate))
             let waiting = backlog > 0.1
             return SwitchingPolicy.Sample(time: now, estimate: waiting ? (acked ?? delivery) : [acked, delivery].compactMap { $0 }.max(),
                                           appLimited: !waiting, lossFraction: 0, backlogSeconds: backlog)
@@ -127,7 +130,7 @@ final class PlayerAdaptation: Sendable {
             if let interval = reading.interval { state.reportInterval = state.reportInterval * 0.7 + min(10, interval) * 0.3 }
             // Sent after the reported sequence and not yet there: queued on the path, less what one
             // way of the round trip holds on any link.
-            let inFlight = Double(reading.inFlightBytes) * 8 / Double(max(1, current.bitRate))
+            let inFlight = Double(reading.inFlightBytes) * 8 / max(1000, reading.bitRate ?? Double(current.bitRate))
             let backlog = max(0, inFlight - (reading.roundTrip ?? 0) / 2)
             // The probe's padding crossed the same link: a report without loss or queueing says the
             // link carried it too.

@@ -126,11 +126,18 @@ import TestSupport
                                                    "-t", "150", "-f", "null", "-"], in: folder, name: "ffmpeg-udp")
         }
         defer { ffmpegUDP?.stop() }
+        // A player that asked to stay on the top (`?abr=off`), on a link that cannot carry it.
+        var ffmpegPinned: Background?
+        let pinnedPlayer = try start {
+            ffmpegPinned = try Background(namespace, ["ffmpeg", "-hide_banner", "-loglevel", "error", "-rtsp_transport", "tcp",
+                                                      "-i", url + "?abr=off", "-t", "150", "-c", "copy", "-f", "null", "-"], in: folder, name: "ffmpeg-pinned")
+        }
+        defer { ffmpegPinned?.stop() }
         #expect(udpPlayer.transport == "udp" && tcpPlayer.transport == "tcp" && gstreamerPlayer.transport == "tcp")
 
         // Each player's traffic from the node in its own class: TCP by the player's port, UDP by the node's RTP port.
         let wide = 100_000
-        let tcpClasses = try [tcpPlayer, gstreamerPlayer].map { player in
+        let tcpClasses = try [tcpPlayer, gstreamerPlayer, pinnedPlayer].map { player in
             try namespace.shape(matching: [["ip", "sport", String(rtspPort), "0xffff"], ["ip", "dport", String(player.port), "0xffff"]], kilobits: wide)
         }
         let udpClass = try namespace.shape(matching: [["ip", "protocol", "17", "0xff"], ["ip", "sport", String(rtpPort), "0xffff"]],
@@ -140,7 +147,7 @@ import TestSupport
         var moves: String { node.log.split(separator: "\n").filter { $0.contains("player moves") || $0.contains("player skips") }.joined(separator: "\n") }
 
         // Wide: everyone stays on the top.
-        Thread.sleep(forTimeInterval: 6)
+        Thread.sleep(forTimeInterval: 4)
         for player in Self.players(node) { #expect(player.level == 1 && player.switches == 0, "on a wide link: \(player)") }
 
         // 1.3 Mbit/s for TCP (the 480p rung fits); 600 kbit/s with a 50-packet queue for UDP: only
@@ -153,7 +160,7 @@ import TestSupport
             #expect(took != nil, "not on level 2 at 1.3 Mbit/s: \(Self.players(node))\n\(moves)")
         }
         #expect(Self.seconds(until: node, udpPlayer.address, timeout: 20) { $0.level == 3 } != nil, "UDP player at 1 Mbit/s: \(Self.players(node))")
-        Thread.sleep(forTimeInterval: 4)
+        Thread.sleep(forTimeInterval: 3)
         for address in tcpAddresses {
             #expect(Self.players(node).first { $0.address == address }?.level == 2, "held 1.3 Mbit/s: \(Self.players(node))\n\(moves)")
         }
@@ -163,7 +170,9 @@ import TestSupport
         for address in tcpAddresses {
             #expect(Self.seconds(until: node, address, timeout: 10) { $0.level == 3 } != nil, "at 650 kbit/s: \(Self.players(node))\n\(moves)")
         }
-        Thread.sleep(forTimeInterval: 6)
+        Thread.sleep(forTimeInterval: 4)
+        let pinnedNow = Self.players(node).first { $0.address == pinnedPlayer.address }
+        #expect(pinnedNow?.level == 1 && pinnedNow?.switches == 0, "a pinned player was moved: \(String(describing: pinnedNow))")
 
         // Wide again: back up to the top (TCP), and up from the lowest rung (UDP, judged on its reports).
         for id in tcpClasses + [udpClass] { try namespace.setRate(id, kilobits: wide) }
@@ -175,6 +184,7 @@ import TestSupport
 
         ffmpegTCP?.stop()
         ffmpegUDP?.stop()
+        ffmpegPinned?.stop()
         gstreamerThread.cancel()
         _ = waitUntil(timeout: 60) { gstreamerResult.withLock { $0 } != nil }
         // Decoded across every switch: ffmpeg took every packet, its decoder reports nothing; GStreamer reports nothing.
