@@ -84,26 +84,35 @@ class Player(threading.Thread):
         reply = request(f"SETUP {url}/trackID=0 RTSP/1.0\r\nCSeq: 1\r\nTransport: RTP/AVP/TCP;unicast;interleaved=0-1\r\n\r\n")
         session = re.search(r"Session: *([^;\r\n]+)", reply).group(1)
         request(f"PLAY {url} RTSP/1.0\r\nCSeq: 2\r\nSession: {session}\r\n\r\n")
-        fragments, base, last, unwrapped = [], None, None, 0
+        s.settimeout(None)  # a trace's outage can hold everything back for many seconds
+        fragments, last, unwrapped = [], None, 0
+        data, at = bytearray(buffer), 0  # parsed in place: slicing per packet would cost more than the link
         while not self.stop:
-            while len(buffer) < 4 or buffer[0] != 0x24 or len(buffer) < 4 + struct.unpack("!H", buffer[2:4])[0]:
-                if len(buffer) >= 4 and buffer[0] != 0x24:
-                    cut = buffer.find(b"$")  # an RTSP answer between frames
-                    buffer = buffer[cut:] if cut >= 0 else b""
-                    continue
+            if len(data) - at < 4 or (data[at] == 0x24 and len(data) - at < 4 + (data[at + 2] << 8 | data[at + 3])):
+                if at > 1 << 20:
+                    del data[:at]
+                    at = 0
                 chunk = s.recv(262144)
                 if not chunk:
                     return
-                buffer += chunk
-            channel, size = buffer[1], struct.unpack("!H", buffer[2:4])[0]
-            packet, buffer = buffer[4:4 + size], buffer[4 + size:]
+                data += chunk
+                continue
+            if data[at] != 0x24:  # an RTSP answer between frames
+                cut = data.find(b"$", at)
+                at = cut if cut >= 0 else len(data)
+                continue
+            channel, size = data[at + 1], data[at + 2] << 8 | data[at + 3]
+            packet = bytes(data[at + 4:at + 4 + size])
+            at += 4 + size
             if channel != 0 or len(packet) < 13:
                 continue
-            self.bytes += len(packet)
+            if not self.stop:
+                self.bytes += len(packet)
             marker = packet[1] & 0x80
             timestamp = struct.unpack("!I", packet[4:8])[0]
             if last is not None:
-                unwrapped += (timestamp - last) & 0xFFFFFFFF if ((timestamp - last) & 0xFFFFFFFF) < 0x80000000 else -((last - timestamp) & 0xFFFFFFFF)
+                step = (timestamp - last) & 0xFFFFFFFF
+                unwrapped += step if step < 0x80000000 else step - 0x100000000
             last = timestamp
             payload = packet[12 + 4 * (packet[0] & 0x0F):]
             kind = payload[0] & 0x1F
@@ -114,18 +123,18 @@ class Player(threading.Thread):
                 if payload[1] & 0x40:
                     self.annexb.write(b"\x00\x00\x00\x01" + b"".join(fragments))
             elif kind == 24:  # STAP-A
-                at = 1
-                while at + 2 <= len(payload):
-                    length = struct.unpack("!H", payload[at:at + 2])[0]
-                    self.annexb.write(b"\x00\x00\x00\x01" + payload[at + 2:at + 2 + length])
-                    at += 2 + length
+                index = 1
+                while index + 2 <= len(payload):
+                    length = struct.unpack("!H", payload[index:index + 2])[0]
+                    self.annexb.write(b"\x00\x00\x00\x01" + payload[index + 2:index + 2 + length])
+                    index += 2 + length
             else:
                 self.annexb.write(b"\x00\x00\x00\x01" + payload)
-            if marker:
+            if marker and not self.stop:
                 self.pictures.append((time.monotonic(), unwrapped / 90000))
 
     def report(self, start):
-        self.annexb.close()
+        self.annexb.flush()
         pictures = [(a - start, t) for a, t in self.pictures]
         freeze, lags = 0.0, []
         if pictures:
@@ -197,6 +206,8 @@ for second in range(int(seconds)):
 print(file=sys.stderr)
 for player in players:
     player.stop = True
+for player in players:
+    player.join(timeout=3)  # the frame in hand written whole
 for player in players:
     result = player.report(start)
     if player is step_player:

@@ -46,7 +46,7 @@ ip -n "$namespace" link set lo mtu 1500 up
 tc -n "$namespace" qdisc add dev lo root handle 1: htb default 10 r2q 1000
 tc -n "$namespace" class add dev lo parent 1: classid 1:10 htb rate 10gbit
 
-inside "$worker" serve --host 127.0.0.1 --rtsp-port 18954 --http-port 18955 --data-dir "$PWD/$work/data" --status-interval 0 \
+ABR_WORKER_LOG_LEVEL=debug inside "$worker" serve --host 127.0.0.1 --rtsp-port 18954 --http-port 18955 --data-dir "$PWD/$work/data" --status-interval 0 \
   --no-load-shedding --provision "$work/edge.json" >"$work/serve.out" 2>"$work/serve.log" &
 for _ in $(seq 1 100); do inside curl -sf http://127.0.0.1:18955/v1/jobs >/dev/null && break; sleep 0.2; done
 inside ffmpeg -hide_banner -loglevel error -re -stream_loop -1 -i "$clip" -c copy -f rtsp -rtsp_transport tcp \

@@ -198,14 +198,18 @@ public struct SwitchingPolicy: Sendable {
         if let running = probe {
             // A probe sends at the next rung's threshold: a link that delivered it, even with the
             // sender as the limit, carries it.
-            if let delivered = sample.estimate { probe!.best = max(running.best, delivered) }
-            if now >= running.until || bad {
+            let best = max(running.best, sample.estimate ?? 0)
+            probe!.best = best
+            // A queue building up means the link is full: the probe stops there, before it hurts.
+            if now >= running.until || bad || sample.backlogSeconds > cleanBacklog {
                 probe = nil
-                if let target = rungs.first(where: { $0.level == running.level }), max(running.best, measured ?? 0) >= Double(target.upswitchAbove), !bad {
-                    return moveUp(to: target, now: now, reason: "probe measured \(kbps(max(running.best, measured ?? 0)))")
+                if let target = rungs.first(where: { $0.level == running.level }), best >= Double(target.upswitchAbove), !bad {
+                    return moveUp(to: target, now: now, reason: "probe measured \(kbps(best))")
                 }
                 probeHold = min(maximumProbeHold, probeHold * 2)
                 cleanSince = now
+                // What the probe queued drains next: it is not the rung's doing.
+                settledAt = now + settleTime
                 // Loss or queueing while probing is the probe's own doing: it ends, and only what
                 // the link shows without it can move the player down.
                 if bad {
@@ -302,6 +306,9 @@ public struct SwitchingPolicy: Sendable {
     private mutating func backOff() {
         currentUpHold = min(maximumUpHold, currentUpHold * 2)
     }
+
+    /// A probe is under way: the caller keeps sending its extra until this turns false.
+    public var isProbing: Bool { probe != nil }
 
     /// The clean time the next move up needs (grows after failed tries).
     public var upHoldNow: Double { currentUpHold }

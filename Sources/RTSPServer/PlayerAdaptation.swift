@@ -35,6 +35,9 @@ final class PlayerAdaptation: Sendable {
         var task: RepeatedTask?
         var stopped = false
         var lastAcked: (bytes: UInt64, time: Double)?
+        /// TCP: the acknowledged rate, smoothed, which the queue is measured against (one interval
+        /// without acknowledgements must not read as minutes of lag).
+        var smoothedAckedRate: Double?
         /// UDP: the audio track's latest arrival rate, added to the video's.
         var audioBitRate: Double = 0
         /// UDP: seconds between the player's reports, smoothed (a probe must outlast one).
@@ -100,19 +103,28 @@ final class PlayerAdaptation: Sendable {
         // Media queued for the player: ours, plus what the kernel has not sent.
         let queuedBits = Double(transport.pendingBytes + Int(info.notSentBytes)) * 8
         decide(rungs: rungs, current: current) { state in
-            // What the player acknowledged since the last look. With data waiting, that is what its
-            // link carries (the kernel's delivery rate samples bursts and runs high behind a small
-            // receive window); with nothing waiting, the sender was the limit and the link carries
-            // at least the larger of the two.
+            // What the player acknowledged since the last look: with data waiting, what its link
+            // carries; with nothing waiting, what was sent (app-limited: the link carries at least
+            // that), a probe's padding included. The kernel's own delivery rate samples bursts and
+            // runs high behind a small receive window, so it serves only before the first interval.
             let acked = state.lastAcked.map { Double(info.bytesAcked &- $0.bytes) * 8 / max(0.05, now - $0.time) }
             state.lastAcked = (info.bytesAcked, now)
             let delivery = info.deliveryRate > 0 ? Double(info.deliveryRate) * 8 : nil
             // How far behind the queue puts the player: what it holds over what the link drains.
             // Right after a move down the queue holds the old rung's media, so the current rung's
             // rate would overstate it; a stalled reader (nothing acknowledged) is as far behind as it gets.
-            let backlog = queuedBits / max(1000, queuedBits > 0 ? (acked ?? Double(current.bitRate)) : Double(current.bitRate))
+            // Data sent but stuck in a queue on the path (a bottleneck's buffer) shows as round-trip
+            // time above the least seen: that is lag too, and the sign the link is the limit.
+            let queueing = max(0, Double(info.roundTripTime) - Double(info.minimumRoundTripTime)) / 1e6
+            if let acked { state.smoothedAckedRate = state.smoothedAckedRate.map { $0 * 0.6 + acked * 0.4 } ?? acked }
+            let drainRate = queuedBits > 0 ? (state.smoothedAckedRate ?? Double(current.bitRate)) : Double(current.bitRate)
+            let backlog = queuedBits / max(1000, drainRate) + queueing
+            if state.policy?.isProbing == true {
+                logger.debug("probe sample", metadata: ["queued": "\(Int(queuedBits / 8))", "queueing": "\(queueing)", "acked": "\(Int(acked ?? -1))",
+                                                         "drain": "\(Int(drainRate))", "rtt": "\(info.roundTripTime)", "cwnd": "\(info.congestionWindow)"])
+            }
             let waiting = backlog > 0.1
-            return SwitchingPolicy.Sample(time: now, estimate: waiting ? (acked ?? delivery) : [acked, delivery].compactMap { $0 }.max(),
+            return SwitchingPolicy.Sample(time: now, estimate: acked ?? delivery,
                                           appLimited: !waiting, lossFraction: 0, backlogSeconds: backlog)
         }
     }
@@ -150,7 +162,13 @@ final class PlayerAdaptation: Sendable {
             state.policy!.update(rungs: rungs)
             // A UDP probe is judged on reports: it must outlast the interval between two.
             if transport.sentMedia != nil { state.policy!.probeDuration = min(8, max(1, state.reportInterval * 1.5)) }
-            return (state.policy!.observe(sample), state.policy!.probeDuration)
+            let wasProbing = state.policy!.isProbing
+            let decision = state.policy!.observe(sample)
+            if wasProbing, !state.policy!.isProbing {
+                logger.debug("probe ended", metadata: ["estimate": "\(Int(sample.estimate ?? -1))", "backlog": "\(sample.backlogSeconds)",
+                                                       "loss": "\(sample.lossFraction)", "decision": "\(decision)"])
+            }
+            return (decision, state.policy!.probeDuration)
         }
         switch decision {
         case .stay:
@@ -161,6 +179,7 @@ final class PlayerAdaptation: Sendable {
             logger.info("player moves to another level", metadata: ["from": "\(current.level)", "to": "\(level)", "reason": "\(reason)"])
             onSwitch(PlayerSwitch(from: current.level, to: level, reason: reason))
         case let .probe(bitRate):
+            logger.debug("probing the next level", metadata: ["level": "\(current.level)", "rate": "\(bitRate)"])
             // A little over the threshold: the rung's real rate wanders under its required rate, and
             // a probe that offers exactly the threshold measures just short of it.
             probe(extraBitRate: max(0, bitRate + bitRate / 10 - current.bitRate), seconds: probeSeconds)
@@ -176,7 +195,8 @@ final class PlayerAdaptation: Sendable {
         guard slice > 0 else { return }
         for index in 0..<max(1, Int(seconds * 10)) {
             transport.eventLoop.scheduleTask(in: .milliseconds(Int64(index) * 100)) { [self] in
-                guard !state.withLock({ $0.stopped }) else { return }
+                // The policy ends a probe as soon as a queue builds: the padding stops with it.
+                guard state.withLock({ !$0.stopped && $0.policy?.isProbing == true }) else { return }
                 transport.sendPadding(bytes: slice)
             }
         }

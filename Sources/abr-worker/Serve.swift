@@ -102,7 +102,13 @@ struct Serve: AsyncParsableCommand {
     }
 
     func run() async throws {
-        LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
+        // ABR_WORKER_LOG_LEVEL=debug adds, among others, each player's probes to the moves logged at info.
+        let logLevel = ProcessInfo.processInfo.environment["ABR_WORKER_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = logLevel
+            return handler
+        }
         MemoryReturn.configureAllocator()
         FFmpegLibrary.setLogLevel(.error)
         let metrics = NodeMetrics()
