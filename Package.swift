@@ -35,7 +35,7 @@ let package = Package(
         // RTSP/SDP/RTP as pure codecs and state machines: NIOCore's ByteBuffer, no sockets.
         .target(
             name: "RTSP",
-            dependencies: ["MediaCore", .product(name: "NIOCore", package: "swift-nio")]
+            dependencies: ["MediaCore", .product(name: "NIOCore", package: "swift-nio"), .product(name: "Crypto", package: "swift-crypto")]
         ),
         .target(
             name: "RTSPServer",
@@ -60,11 +60,10 @@ let package = Package(
         .target(
             name: "ControlPlane",
             dependencies: [
-                "LiveNode", "RTSPServer", "Transcoder", "MediaCore",
+                "LiveNode", "RTSPServer", "RTSP", "Transcoder", "MediaCore",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "JWTKit", package: "jwt-kit"),
-                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

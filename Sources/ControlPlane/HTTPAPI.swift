@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import RTSP
 import Logging
 import MediaCore
 import NIOCore
@@ -33,8 +34,8 @@ public enum HTTPAPI {
             }
             let credentials = plane.configuration.credentials
             // Both compared, always: the time taken says nothing about which one was wrong.
-            let userMatches = constantTimeEquals(user, credentials.adminUser)
-            let passwordMatches = constantTimeEquals(password, credentials.adminPassword)
+            let userMatches = constantTimeEqual(user, credentials.adminUser)
+            let passwordMatches = constantTimeEqual(password, credentials.adminPassword)
             guard userMatches && passwordMatches else {
                 plane.loginThrottle.recordFailure(address, now: LoginThrottle.now())
                 plane.logger.warning("login refused", metadata: ["user": "\(user)", "http.address": "\(address)"])
@@ -271,7 +272,7 @@ public enum HTTPAPI {
         guard let expected = plane.configuration.sm1AccessToken else {
             return (guid, error(.notFound, "the Stream Manager 1.0 API is off: set ABR_WORKER_SM1_ACCESS_TOKEN to turn it on"))
         }
-        guard let given = request.uri.queryParameters.get("accessToken"), constantTimeEquals(given, expected) else {
+        guard let given = request.uri.queryParameters.get("accessToken"), constantTimeEqual(given, expected) else {
             return (guid, error(.unauthorized, "missing or wrong accessToken"))
         }
         return (guid, nil)

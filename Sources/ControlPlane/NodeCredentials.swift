@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 
 /// The admin login and the JWT signing secret. Each comes from the environment
@@ -77,8 +76,3 @@ public struct NodeCredentials: Sendable, Equatable {
 }
 
 /// Equal-length, data-independent comparison: a wrong password or token takes as long whatever it shares.
-func constantTimeEquals(_ a: String, _ b: String) -> Bool {
-    // swift-crypto compares digests in constant time; equal digests mean equal strings, and the
-    // time taken says nothing about either length or where they differ.
-    SHA256.hash(data: Array(a.utf8)) == SHA256.hash(data: Array(b.utf8))
-}

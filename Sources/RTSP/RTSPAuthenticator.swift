@@ -82,14 +82,6 @@ public struct RTSPAuthenticator: Sendable {
     }
 
     /// Compares without returning early, so response time does not tell how much matched.
-    private func constantTimeEqual(_ a: String, _ b: String) -> Bool {
-        let left = Array(a.utf8), right = Array(b.utf8)
-        var difference = UInt8(left.count == right.count ? 0 : 1)
-        for index in 0..<max(left.count, right.count) {
-            difference |= (index < left.count ? left[index] : 0) ^ (index < right.count ? right[index] : 0)
-        }
-        return difference == 0
-    }
 }
 
 /// An `Authorization` header's value.
