@@ -87,7 +87,11 @@ class Player(threading.Thread):
         s.settimeout(None)  # a trace's outage can hold everything back for many seconds
         fragments, last, unwrapped = [], None, 0
         data, at = bytearray(buffer), 0  # parsed in place: slicing per packet would cost more than the link
+        keepalive, sequence = time.monotonic() + 15, 3
         while not self.stop:
+            if time.monotonic() > keepalive:  # as players do: the session must not time out
+                s.sendall(f"GET_PARAMETER {url} RTSP/1.0\r\nCSeq: {sequence}\r\nSession: {session}\r\n\r\n".encode())
+                keepalive, sequence = time.monotonic() + 15, sequence + 1
             if len(data) - at < 4 or (data[at] == 0x24 and len(data) - at < 4 + (data[at + 2] << 8 | data[at + 3])):
                 if at > 1 << 20:
                     del data[:at]

@@ -46,7 +46,7 @@ ip -n "$namespace" link set lo mtu 1500 up
 tc -n "$namespace" qdisc add dev lo root handle 1: htb default 10 r2q 1000
 tc -n "$namespace" class add dev lo parent 1: classid 1:10 htb rate 10gbit
 
-ABR_WORKER_LOG_LEVEL=debug inside "$worker" serve --host 127.0.0.1 --rtsp-port 18954 --http-port 18955 --data-dir "$PWD/$work/data" --status-interval 0 \
+ABR_WORKER_LOG_LEVEL=${ABR_WORKER_LOG_LEVEL:-debug} inside "$worker" serve --host 127.0.0.1 --rtsp-port 18954 --http-port 18955 --data-dir "$PWD/$work/data" --status-interval 0 \
   --no-load-shedding --provision "$work/edge.json" >"$work/serve.out" 2>"$work/serve.log" &
 for _ in $(seq 1 100); do inside curl -sf http://127.0.0.1:18955/v1/jobs >/dev/null && break; sleep 0.2; done
 inside ffmpeg -hide_banner -loglevel error -re -stream_loop -1 -i "$clip" -c copy -f rtsp -rtsp_transport tcp \
@@ -64,8 +64,11 @@ inside python3 Benchmarks/edge-players.py rtsp://127.0.0.1:18954/live/edge_1 htt
 # The oracle on the same windows and the same ladder's segments.
 oracle_traces=()
 for spec in "${traces[@]}"; do oracle_traces+=(--trace "${spec%@*}"); done
-"$worker" simulate "$work/data/hls/live/edge" "${oracle_traces[@]}" --window "$seconds" --start "$start" --level 1 --json \
-  >"$work/oracle.jsonl" 2>/dev/null
+: >"$work/oracle.jsonl"
+if [ "$windows" -gt 0 ]; then
+  "$worker" simulate "$work/data/hls/live/edge" "${oracle_traces[@]}" --window "$seconds" --start "$start" --level 1 --json \
+    >"$work/oracle.jsonl" 2>/dev/null
+fi
 
 python3 - "$work/players.jsonl" "$work/oracle.jsonl" <<'PY'
 import json, sys

@@ -77,13 +77,19 @@ public struct SwitchingPolicy: Sendable {
         public var lossFraction: Double
         /// Media the player has been sent but not received, in seconds of media.
         public var backlogSeconds: Double
+        /// What the sender put on the link in the interval (bit/s), acknowledged or not: with no
+        /// queue building, what a probe showed the link takes (an acknowledged rate reads short
+        /// of it by what the last round trip still holds).
+        public var offered: Double?
 
-        public init(time: Double, estimate: Double?, appLimited: Bool = false, lossFraction: Double = 0, backlogSeconds: Double = 0) {
+        public init(time: Double, estimate: Double?, appLimited: Bool = false, lossFraction: Double = 0, backlogSeconds: Double = 0,
+                    offered: Double? = nil) {
             self.time = time
             self.estimate = estimate
             self.appLimited = appLimited
             self.lossFraction = lossFraction
             self.backlogSeconds = backlogSeconds
+            self.offered = offered
         }
     }
 
@@ -198,7 +204,8 @@ public struct SwitchingPolicy: Sendable {
         if let running = probe {
             // A probe sends at the next rung's threshold: a link that delivered it, even with the
             // sender as the limit, carries it.
-            let best = max(running.best, sample.estimate ?? 0)
+            let offered = sample.backlogSeconds <= cleanBacklog ? (sample.offered ?? 0) : 0
+            let best = max(running.best, sample.estimate ?? 0, offered.isFinite ? offered : 0)
             probe!.best = best
             // A queue building up means the link is full: the probe stops there, before it hurts.
             if now >= running.until || bad || sample.backlogSeconds > cleanBacklog {

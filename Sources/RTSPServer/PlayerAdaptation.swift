@@ -35,6 +35,8 @@ final class PlayerAdaptation: Sendable {
         var task: RepeatedTask?
         var stopped = false
         var lastAcked: (bytes: UInt64, time: Double)?
+        /// TCP: bytes written and not yet acknowledged at the last look (ours, the kernel's unsent, in flight).
+        var lastOutstanding: Double?
         /// TCP: the acknowledged rate, smoothed, which the queue is measured against (one interval
         /// without acknowledgements must not read as minutes of lag).
         var smoothedAckedRate: Double?
@@ -107,8 +109,16 @@ final class PlayerAdaptation: Sendable {
             // carries; with nothing waiting, what was sent (app-limited: the link carries at least
             // that), a probe's padding included. The kernel's own delivery rate samples bursts and
             // runs high behind a small receive window, so it serves only before the first interval.
+            let interval = state.lastAcked.map { max(0.05, now - $0.time) }
             let acked = state.lastAcked.map { Double(info.bytesAcked &- $0.bytes) * 8 / max(0.05, now - $0.time) }
             state.lastAcked = (info.bytesAcked, now)
+            // What was offered meanwhile: acknowledged, plus the growth of what is outstanding. Bytes
+            // sent in the last round trip are not acknowledged yet, so on a slow path the acknowledged
+            // rate alone reads short of a probe that the link carried whole.
+            let outstanding = queuedBits + Double(info.unackedSegments) * Double(info.maximumSegmentSize) * 8
+            var offered: Double?
+            if let acked, let last = state.lastOutstanding, let interval { offered = acked + (outstanding - last) / interval }
+            state.lastOutstanding = outstanding
             let delivery = info.deliveryRate > 0 ? Double(info.deliveryRate) * 8 : nil
             // How far behind the queue puts the player: what it holds over what the link drains.
             // Right after a move down the queue holds the old rung's media, so the current rung's
@@ -124,8 +134,10 @@ final class PlayerAdaptation: Sendable {
                                                          "drain": "\(Int(drainRate))", "rtt": "\(info.roundTripTime)", "cwnd": "\(info.congestionWindow)"])
             }
             let waiting = backlog > 0.1
-            return SwitchingPolicy.Sample(time: now, estimate: acked ?? delivery,
-                                          appLimited: !waiting, lossFraction: 0, backlogSeconds: backlog)
+            logger.trace("sample", metadata: ["acked": "\(Int(acked ?? -1))", "offered": "\(Int(offered ?? -1))", "backlog": "\(backlog)",
+                                              "queueing": "\(queueing)", "queued": "\(Int(queuedBits / 8))"])
+            return SwitchingPolicy.Sample(time: now, estimate: acked ?? delivery, appLimited: !waiting, lossFraction: 0,
+                                          backlogSeconds: backlog, offered: offered)
         }
     }
 
