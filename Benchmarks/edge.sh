@@ -10,7 +10,9 @@
 #   Benchmarks/edge.sh [N]     (default 4; ./abr bench edge runs it; needs root for ip netns/tc)
 #
 # Environment: SECONDS_PER_WINDOW (default 120), WORKER (an abr-worker binary instead of this
-# tree's release build), START (seconds into each trace, default 60).
+# tree's release build), START (seconds into each trace, default 60), CLEAN (players on a link
+# that never narrows, default 0), STEP (the step player's schedule, `rate:seconds,...`; - for none).
+# `CLEAN=4 STEP=- SECONDS_PER_WINDOW=600 Benchmarks/edge.sh 0`: four players, ten minutes, clean links.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source Benchmarks/common.sh
@@ -57,9 +59,11 @@ sleep 15  # every rung encoding, a few segments written (the oracle reads them)
 mapfile -t all < <(ls Fixtures/traces/hsdpa-3g/*.json | sort)
 traces=()
 for i in $(seq 0 $((windows - 1))); do traces+=("${all[$((i * ${#all[@]} / windows))]}@$start"); done
-echo "== $windows trace windows of $seconds s and a step player, on live/edge (4 rungs)" >&2
+# CLEAN=n adds n players on a link that never narrows (they should never be moved).
+for i in $(seq 1 "${CLEAN:-0}"); do traces+=("wide@$i"); done
+echo "== $windows trace windows, ${CLEAN:-0} clean links, step ${STEP:-default}, $seconds s, on live/edge (4 rungs)" >&2
 inside python3 Benchmarks/edge-players.py rtsp://127.0.0.1:18954/live/edge_1 http://127.0.0.1:18955 "$seconds" \
-  "wide:10,1300:20,650:20,wide:$((seconds - 50))" "${traces[@]}" >"$work/players.jsonl"
+  "${STEP:-wide:10,1300:20,650:20,wide:$((seconds - 50))}" "${traces[@]}" >"$work/players.jsonl"
 
 # The oracle on the same windows and the same ladder's segments.
 oracle_traces=()
@@ -84,6 +88,9 @@ print("| window | link mean | delivered | oracle (3 s) | delivered/oracle | free
 print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 shares = []
 for p in players:
+    if p["player"].startswith("wide"):
+        print(f"| clean link {p['player'][5:]} | wide | {p['deliveredKbps']} kbit/s | – | – | {p['freezeSeconds']} | 0 | {p['lagGrowthSeconds']} | {p['switches']} | {p['decoderErrors']} |")
+        continue
     if p["player"] == "step":
         continue
     o = by_trace.get(p["player"], {})
