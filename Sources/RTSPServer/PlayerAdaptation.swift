@@ -129,10 +129,6 @@ final class PlayerAdaptation: Sendable {
             if let acked { state.smoothedAckedRate = state.smoothedAckedRate.map { $0 * 0.6 + acked * 0.4 } ?? acked }
             let drainRate = queuedBits > 0 ? (state.smoothedAckedRate ?? Double(current.bitRate)) : Double(current.bitRate)
             let backlog = queuedBits / max(1000, drainRate) + queueing
-            if state.policy?.isProbing == true {
-                logger.debug("probe sample", metadata: ["queued": "\(Int(queuedBits / 8))", "queueing": "\(queueing)", "acked": "\(Int(acked ?? -1))",
-                                                         "drain": "\(Int(drainRate))", "rtt": "\(info.roundTripTime)", "cwnd": "\(info.congestionWindow)"])
-            }
             let waiting = backlog > 0.1
             logger.trace("sample", metadata: ["acked": "\(Int(acked ?? -1))", "offered": "\(Int(offered ?? -1))", "backlog": "\(backlog)",
                                               "queueing": "\(queueing)", "queued": "\(Int(queuedBits / 8))"])
