@@ -22,6 +22,9 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         // Constant-time comparison of secrets (also jwt-kit's own dependency).
         .package(url: "https://github.com/apple/swift-crypto", "4.1.0"..<"6.0.0"),
+        // Deque for every FIFO (jwt-kit and swift-nio resolve it already), and base64 for SDP.
+        .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
+        .package(url: "https://github.com/swift-extras/swift-extras-base64", from: "1.0.0"),
     ],
     targets: [
         .systemLibrary(
@@ -29,19 +32,21 @@ let package = Package(
             pkgConfig: "libavcodec",
             providers: [.apt(["libavcodec-dev", "libavformat-dev", "libswscale-dev", "libavutil-dev", "libx264-dev"])]
         ),
-        .target(name: "MediaCore"),
+        .target(name: "MediaCore", dependencies: [.product(name: "DequeModule", package: "swift-collections")]),
         // glibc allocator tuning (malloc.h) for the long-running node.
         .target(name: "CAllocator"),
         // RTSP/SDP/RTP as pure codecs and state machines: NIOCore's ByteBuffer, no sockets.
         .target(
             name: "RTSP",
-            dependencies: ["MediaCore", .product(name: "NIOCore", package: "swift-nio"), .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: ["MediaCore", .product(name: "NIOCore", package: "swift-nio"), .product(name: "Crypto", package: "swift-crypto"),
+                           .product(name: "ExtrasBase64", package: "swift-extras-base64")]
         ),
         .target(
             name: "RTSPServer",
             dependencies: [
                 "RTSP", "MediaCore", "Transcoder",
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -79,6 +84,7 @@ let package = Package(
             dependencies: [
                 "FFmpegBridge", "MediaCore",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "DequeModule", package: "swift-collections"),
             ]
         ),
         .executableTarget(
@@ -104,7 +110,8 @@ let package = Package(
         .testTarget(name: "MediaCoreTests", dependencies: ["MediaCore"]),
         .testTarget(
             name: "RTSPTests",
-            dependencies: ["RTSP", .product(name: "NIOCore", package: "swift-nio")]
+            dependencies: ["RTSP", "MediaCore", .product(name: "NIOCore", package: "swift-nio"),
+                           .product(name: "ExtrasBase64", package: "swift-extras-base64")]
         ),
         // Helpers shared by the test targets: running real peers, probing media, reading playlists.
         .target(name: "TestSupport", path: "Tests/TestSupport"),

@@ -233,7 +233,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         var configuration = RTSPService.Configuration()
         configuration.maximumSessions = 4
         let service = RTSPService(configuration: configuration, registry: registry, policy: RelayEverything(registry: registry))
-        let channel = EmbeddedChannel(handler: service.makeConnectionHandler())
+        let channel = EmbeddedChannel(handlers: service.makeConnectionHandlers())
         for chunk in bytes.dropFirst().chunks(of: Int(first) * 8 + 1) {
             guard channel.isActive else { break }
             _ = try? channel.writeInbound(ByteBuffer(bytes: chunk))

@@ -123,12 +123,14 @@ public final class LiveNode: PublishPolicy, Sendable {
     }
 
     private func makeJob(_ ladder: Ladder) -> LiveLadderJob {
-        var sinks: [Int: any VariantSink] = [:]
+        // Each variant writes straight into its stream: players, origin push and SDP hints read it there.
+        var sinks: [Int: any MediaSink] = [:]
         let paths = Dictionary(uniqueKeysWithValues: ladder.variants.map { ($0.level, $0.streamGuid) })
         for variant in ladder.variants {
             let stream = registry.stream(variant.streamGuid)
             stream.setLadder(paths)
-            sinks[variant.level] = LiveStreamSink(stream: stream, variant: variant)
+            stream.setDeclaredBitRate(variant.bitRate, level: variant.level)
+            sinks[variant.level] = stream
         }
         let listener = eventListener
         let registry = registry
@@ -169,7 +171,7 @@ public final class LiveNode: PublishPolicy, Sendable {
                 return .refuse(status: 403, reason: "\(request.path) already has a publisher")
             }
             let sps = request.description.media.first(where: \.isH264)?.spropSPS.flatMap({ H264SPS($0) })
-            if let sps, let refusal = Self.oversizeRefusal(path: request.path, width: sps.width, height: sps.height, ladder: ladder, job: job) {
+            if let sps, let refusal = job.refusal(ofPicture: sps.width, sps.height, from: request.path) {
                 return .refuse(status: 415, reason: refusal)
             }
             // Publishing validation has already required an H.264 track.
@@ -180,7 +182,7 @@ public final class LiveNode: PublishPolicy, Sendable {
                 logger.warning("publish refused: \(refusal)", metadata: ["stream.guid": "\(ladder.streamGuid)"])
                 return .refuse(status: 503, reason: refusal)
             }
-            return .accept(JobPublishSink(job: job, request: request, logger: logger))
+            return .accept(JobInput(job: job, path: request.path, publisher: request.remoteAddress, logger: logger))
         }
         if state.withLock({ $0.ladders.values.contains { $0.variants.contains { $0.streamGuid == request.path } } }) {
             return .refuse(status: 403, reason: "\(request.path) is produced by this node; publish the top variant")
@@ -191,133 +193,6 @@ public final class LiveNode: PublishPolicy, Sendable {
         if registry.existingStream(request.path) == nil, registry.count >= configuration.maximumStreams {
             return .refuse(status: 503, reason: "the node serves \(configuration.maximumStreams) streams already; \(request.path) is not relayed")
         }
-        return .accept(RelaySink(stream: registry.stream(request.path), registry: registry))
-    }
-}
-
-extension LiveNode {
-    /// A publisher's picture the job will not decode: more than 4 times its top's area.
-    static func oversizeRefusal(path: String, width: Int, height: Int, ladder: Ladder, job: LiveLadderJob) -> String? {
-        guard width * height > job.maximumDecodedPixels else { return nil }
-        return "\(path): picture \(width)x\(height) is more than 4 times the top variant's "
-            + "\(ladder.top.width)x\(ladder.top.height); publish at most \(job.maximumDecodedPixels) pixels"
-    }
-}
-
-/// Feeds one publisher's media into its job.
-///
-/// One RTSP session may feed the job several times: a publisher that goes silent for longer than
-/// the media timeout (a covered camera, a backgrounded app) interrupts the job, and when it sends
-/// again on the same session a new `LiveSource` resumes it; so does a publisher whose timestamps
-/// jump (an encoder restarted with a new timestamp base), as a new timeline.
-final class JobPublishSink: PublishSink {
-    private let job: LiveLadderJob
-    private let request: PublishRequest
-    private let logger: Logger
-    private let source = Mutex<(live: LiveSource?, attached: Bool, newTimeline: Bool)>((nil, false, false))
-    private let audio: (sampleRate: Int, channels: Int, config: [UInt8])?
-
-    init(job: LiveLadderJob, request: PublishRequest, logger: Logger) {
-        self.job = job
-        self.request = request
-        self.logger = logger
-        audio = request.description.media.lazy.compactMap { media in media.aacFormat.map { (media.clockRate, $0.channels, $0.config) } }.first
-    }
-
-    func receiveVideo(_ unit: H264AccessUnit, ticks: Int64, format: VideoFormat) {
-        let live: LiveSource? = source.withLock { current in
-            if let existing = current.live, !existing.isEnded {
-                // A successor waits (buffered, bounded) until the job has let the last one go.
-                if !current.attached { current.attached = job.attach(existing, publisher: request.remoteAddress) }
-                return existing
-            }
-            guard let made = try? LiveSource(url: "rtsp://\(request.remoteAddress)/\(request.path)", sps: format.sps, pps: format.pps,
-                                             frameRate: format.frameRate, audio: audio, startsNewTimeline: current.newTimeline) else { return nil }
-            let resuming = current.live != nil
-            current = (made, job.attach(made, publisher: request.remoteAddress), false)
-            if resuming { logger.info("publisher sends again on its session", metadata: ["stream.guid": "\(request.path)"]) }
-            return made
-        }
-        live?.pushVideo(nalUnits: unit.nalUnits, ticks: ticks, isKeyframe: unit.containsIDR)
-    }
-
-    func receiveAudio(_ frame: [UInt8], ticks: Int64, format: AudioFormat) {
-        source.withLock { $0.live }?.pushAudio(frame, ticks: ticks)
-    }
-
-    func receiveNotification(name: String, value: String) {
-        job.recordNotification(name, value: value)
-    }
-
-    func publisherEnded(reason: String) {
-        source.withLock { $0.live }?.end()
-    }
-
-    func timelineRestarted() {
-        let ended: LiveSource? = source.withLock { current in
-            current.newTimeline = true
-            return current.live
-        }
-        logger.notice("publisher's timestamps jumped: a new timeline follows", metadata: ["stream.guid": "\(request.path)"])
-        ended?.end()
-    }
-
-    /// The same limit the ANNOUNCE was held to, for an SPS that arrives in the stream.
-    func refusal(of format: VideoFormat) -> String? {
-        LiveNode.oversizeRefusal(path: request.path, width: format.width, height: format.height, ladder: job.ladder, job: job)
-    }
-}
-
-/// Republishes one variant as the RTSP stream `<guid>_<level>`, with its bandwidth hints in SDP.
-final class LiveStreamSink: VariantSink {
-    let stream: LiveStream
-    let variant: Variant
-    private let audioRate = Atomic<Int>(48000)
-
-    init(stream: LiveStream, variant: Variant) {
-        self.stream = stream
-        self.variant = variant
-        stream.setHints(bandwidthKbps: (variant.bitRate + 999) / 1000, bandwidthTIAS: variant.bitRate,
-                        attributes: ["x-abr-level:\(variant.level)", "x-abr-declared-bitrate:\(variant.bitRate)"])
-    }
-
-    func variantFormat(sps: [UInt8], pps: [UInt8], frameRate: Double, audio: (sampleRate: Int, channels: Int, config: [UInt8])?) {
-        if let audio { audioRate.store(audio.sampleRate, ordering: .relaxed) }
-        stream.setFormats(video: VideoFormat(sps: sps, pps: pps, frameRate: frameRate),
-                          audio: audio.map { AudioFormat(sampleRate: $0.sampleRate, channels: $0.channels, config: $0.config) })
-    }
-
-    func variantVideo(_ nalUnits: [[UInt8]], time: MediaTime, isKeyframe: Bool) {
-        stream.writeVideo(nalUnits: nalUnits, ticks: time.ticks(in: Self.videoClock), isKeyframe: isKeyframe)
-    }
-
-    func variantAudio(_ frame: [UInt8], time: MediaTime) {
-        let rate = audioRate.load(ordering: .relaxed)
-        guard rate > 0, rate <= Int(Int32.max) else { return }
-        stream.writeAudio(frame, ticks: time.ticks(in: Rational(1, Int32(rate))))
-    }
-
-    /// RTP's H.264 clock.
-    private static let videoClock = Rational(1, 90000)
-
-    /// SDP carries: `b=AS` (kbit/s) and `b=TIAS` (bit/s) of the measured peak, declared until
-    /// measured, and `a=x-abr-*` lines with the level, declared, average and peak rates, the
-    /// switch thresholds and the keyframe interval.
-    func variantHints(_ hint: BandwidthHints.VariantHint, keyframeInterval: Double) {
-        // The same thresholds move this rung's players (SwitchingPolicy): the hints are defined once.
-        stream.setRung(SwitchingPolicy.Rung(hint: hint))
-        stream.setHints(bandwidthKbps: (hint.peakBitRate + 999) / 1000, bandwidthTIAS: hint.peakBitRate, attributes: [
-            "x-abr-level:\(hint.abrLevel)",
-            "x-abr-declared-bitrate:\(hint.declaredBitRate)",
-            "x-abr-average-bitrate:\(hint.averageBitRate)",
-            "x-abr-peak-bitrate:\(hint.peakBitRate)",
-            "x-abr-upswitch-above:\(hint.upswitchAboveBitRate)",
-            "x-abr-downswitch-below:\(hint.downswitchBelowBitRate)",
-            "x-abr-keyframe-interval:\(keyframeInterval)",
-        ])
-    }
-
-    func variantEnded() {
-        stream.end()
+        return .accept(registry.relayStream(request.path))
     }
 }

@@ -52,25 +52,33 @@ public struct AACDepacketizer: Sendable {
 }
 
 public struct AACPacketizer: Sendable {
-    public let payloadType: UInt8
-    public let ssrc: UInt32
-    public var sequenceNumber: UInt16
+    public var sequencer: RTPSequencer
 
     public init(payloadType: UInt8 = 97, ssrc: UInt32, initialSequence: UInt16 = 0) {
-        self.payloadType = payloadType
-        self.ssrc = ssrc
-        self.sequenceNumber = initialSequence
+        sequencer = RTPSequencer(payloadType: payloadType, ssrc: ssrc, initialSequence: initialSequence)
+    }
+
+    public var ssrc: UInt32 { sequencer.ssrc }
+    public var sequenceNumber: UInt16 {
+        get { sequencer.sequenceNumber }
+        set { sequencer.sequenceNumber = newValue }
     }
 
     /// One access unit per packet (units are at most 8191 bytes, so they always fit).
     public mutating func packetize(_ frame: ArraySlice<UInt8>, timestamp: UInt32, allocator: ByteBufferAllocator = ByteBufferAllocator()) -> RTPPacket? {
+        guard let payload = Self.payload(frame, allocator: allocator) else { return nil }
+        return sequencer.packets([payload], timestamp: timestamp).first
+    }
+
+    /// The RFC 3640 AAC-hbr payload of one access unit (its AU header, then the unit): made once
+    /// per stream, stamped by each receiver's `RTPSequencer`. nil for an empty or oversized unit.
+    public static func payload(_ frame: some Collection<UInt8>, allocator: ByteBufferAllocator = ByteBufferAllocator()) -> ByteBuffer? {
         guard !frame.isEmpty, frame.count < 8192 else { return nil }
         var buffer = allocator.buffer(capacity: frame.count + 4)
         buffer.writeInteger(UInt16(16))
         buffer.writeInteger(UInt16(frame.count << 3))
         buffer.writeBytes(frame)
-        defer { sequenceNumber &+= 1 }
-        return RTPPacket(marker: true, payloadType: payloadType, sequenceNumber: sequenceNumber, timestamp: timestamp, ssrc: ssrc, payload: buffer)
+        return buffer
     }
 }
 

@@ -1,3 +1,4 @@
+import ExtrasBase64
 import MediaCore
 import NIOCore
 
@@ -161,59 +162,98 @@ public struct H264Depacketizer: Sendable {
     }
 }
 
-/// Splits access units into RTP packets: a NAL unit that fits goes alone, a larger one as FU-A.
-public struct H264Packetizer: Sendable {
+/// Gives RTP payloads the header of one sender's stream: its SSRC, payload type and sequence
+/// numbers, and the packet's timestamp. Payloads are made once per stream and shared (slices of
+/// one buffer); each receiver's packets differ only in what this writes.
+public struct RTPSequencer: Sendable {
     public let payloadType: UInt8
     public let ssrc: UInt32
     public var sequenceNumber: UInt16
-    public let maximumPayload: Int
 
-    public init(payloadType: UInt8 = 96, ssrc: UInt32, initialSequence: UInt16 = 0, maximumPayload: Int = 1400) {
+    public init(payloadType: UInt8, ssrc: UInt32, initialSequence: UInt16 = 0) {
         self.payloadType = payloadType
         self.ssrc = ssrc
         self.sequenceNumber = initialSequence
+    }
+
+    /// One packet per payload, in order, the last with the marker bit (the end of an access unit).
+    public mutating func packets(_ payloads: [ByteBuffer], timestamp: UInt32) -> [RTPPacket] {
+        var packets: [RTPPacket] = []
+        packets.reserveCapacity(payloads.count)
+        for (index, payload) in payloads.enumerated() {
+            packets.append(RTPPacket(marker: index == payloads.count - 1, payloadType: payloadType, sequenceNumber: sequenceNumber,
+                                     timestamp: timestamp, ssrc: ssrc, payload: payload))
+            sequenceNumber &+= 1
+        }
+        return packets
+    }
+}
+
+/// Splits access units into RTP packets: a NAL unit that fits goes alone, a larger one as FU-A.
+public struct H264Packetizer: Sendable {
+    public var sequencer: RTPSequencer
+    public let maximumPayload: Int
+
+    public init(payloadType: UInt8 = 96, ssrc: UInt32, initialSequence: UInt16 = 0, maximumPayload: Int = 1400) {
+        sequencer = RTPSequencer(payloadType: payloadType, ssrc: ssrc, initialSequence: initialSequence)
         self.maximumPayload = maximumPayload
     }
 
+    public var ssrc: UInt32 { sequencer.ssrc }
+    public var sequenceNumber: UInt16 {
+        get { sequencer.sequenceNumber }
+        set { sequencer.sequenceNumber = newValue }
+    }
+
     public mutating func packetize(_ nalUnits: [ArraySlice<UInt8>], timestamp: UInt32, allocator: ByteBufferAllocator = ByteBufferAllocator()) -> [RTPPacket] {
-        var packets: [RTPPacket] = []
+        sequencer.packets(Self.payloads(nalUnits, maximumPayload: maximumPayload, allocator: allocator), timestamp: timestamp)
+    }
+
+    /// An access unit's RTP payloads (RFC 6184 single NAL unit and FU-A packets), written into
+    /// one buffer and returned as slices of it: one allocation per picture, however many
+    /// receivers send it.
+    public static func payloads<Unit: Collection<UInt8>>(_ nalUnits: [Unit], maximumPayload: Int = 1400,
+                                                          allocator: ByteBufferAllocator = ByteBufferAllocator()) -> [ByteBuffer] {
+        let fragmentPayload = max(1, maximumPayload - 2)
+        var capacity = 0
         for unit in nalUnits where !unit.isEmpty {
+            capacity += unit.count <= maximumPayload ? unit.count : unit.count - 1 + 2 * ((unit.count - 1 + fragmentPayload - 1) / fragmentPayload)
+        }
+        var buffer = allocator.buffer(capacity: capacity)
+        var ranges: [Range<Int>] = []
+        for unit in nalUnits where !unit.isEmpty {
+            let start = buffer.writerIndex
             if unit.count <= maximumPayload {
-                packets.append(packet(allocator.buffer(bytes: unit), timestamp: timestamp))
+                buffer.writeBytes(unit)
+                ranges.append(start..<buffer.writerIndex)
                 continue
             }
             let header = unit.first!
-            var offset = unit.startIndex + 1
+            var offset = unit.index(after: unit.startIndex)
             var first = true
-            while offset < unit.endIndex {
-                let chunk = min(maximumPayload - 2, unit.endIndex - offset)
-                let last = offset + chunk == unit.endIndex
-                var buffer = allocator.buffer(capacity: chunk + 2)
+            while offset != unit.endIndex {
+                let chunkEnd = unit.index(offset, offsetBy: fragmentPayload, limitedBy: unit.endIndex) ?? unit.endIndex
+                let last = chunkEnd == unit.endIndex
+                let packetStart = buffer.writerIndex
                 buffer.writeInteger((header & 0xE0) | 28)
                 buffer.writeInteger((first ? UInt8(0x80) : 0) | (last ? 0x40 : 0) | (header & 0x1F))
-                buffer.writeBytes(unit[offset..<offset + chunk])
-                packets.append(packet(buffer, timestamp: timestamp))
-                offset += chunk
+                buffer.writeBytes(unit[offset..<chunkEnd])
+                ranges.append(packetStart..<buffer.writerIndex)
+                offset = chunkEnd
                 first = false
             }
         }
-        if !packets.isEmpty { packets[packets.count - 1].marker = true }
-        return packets
-    }
-
-    private mutating func packet(_ payload: ByteBuffer, timestamp: UInt32) -> RTPPacket {
-        defer { sequenceNumber &+= 1 }
-        return RTPPacket(marker: false, payloadType: payloadType, sequenceNumber: sequenceNumber, timestamp: timestamp, ssrc: ssrc, payload: payload)
+        return ranges.map { buffer.getSlice(at: $0.lowerBound, length: $0.count)! }
     }
 }
 
 extension H264 {
     /// `sprop-parameter-sets` (base64 SPS,PPS) from SDP, decoded.
     public static func parameterSets(fromSprop sprop: String) -> [[UInt8]] {
-        sprop.split(separator: ",").compactMap { Base64.decode(String($0.trimmed)) }.filter { !$0.isEmpty }
+        sprop.split(separator: ",").compactMap { Base64.decodeLenient($0.trimmed) }.filter { !$0.isEmpty }
     }
 
     public static func sprop(_ units: [[UInt8]]) -> String {
-        units.map { Base64.encode($0) }.joined(separator: ",")
+        units.map { Base64.encodeToString(bytes: $0) }.joined(separator: ",")
     }
 }

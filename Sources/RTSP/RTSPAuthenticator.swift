@@ -1,3 +1,4 @@
+import ExtrasBase64
 import MediaCore
 
 /// RTSP authentication as ffmpeg and GStreamer clients do it (RFC 2326 §D.1, RFC 2617): a 401
@@ -97,7 +98,7 @@ public enum RTSPAuthorization: Sendable, Equatable {
         let rest = trimmed[trimmed.index(after: space)...].trimmed
         switch scheme {
         case "basic":
-            guard let decoded = Base64.decode(rest), let text = String(validating: decoded, as: UTF8.self),
+            guard let decoded = Base64.decodeLenient(rest), let text = String(validating: decoded, as: UTF8.self),
                   let colon = text.firstIndex(of: ":") else { return nil }
             self = .basic(username: String(text[..<colon]), password: String(text[text.index(after: colon)...]))
         case "digest":

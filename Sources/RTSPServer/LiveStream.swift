@@ -3,49 +3,19 @@ import NIOCore
 import RTSP
 import Synchronization
 
-/// What a stream's video track is, as players need it in SDP and in-band.
-public struct VideoFormat: Sendable, Equatable {
-    public var sps: [UInt8]
-    public var pps: [UInt8]
-    public var width: Int
-    public var height: Int
-    public var frameRate: Double?
-
-    public init?(sps: [UInt8], pps: [UInt8], frameRate: Double? = nil) {
-        guard let parsed = H264SPS(sps), !pps.isEmpty else { return nil }
-        self.sps = sps
-        self.pps = pps
-        self.width = parsed.width
-        self.height = parsed.height
-        self.frameRate = frameRate
-    }
-
-    /// `profile-level-id` for SDP: the SPS's profile, constraint and level bytes in hex.
-    public var profileLevelID: String { H264.codecString(sps: sps).map { String($0.dropFirst(5)) } ?? "42e01f" }
-}
-
-public struct AudioFormat: Sendable, Equatable {
-    public var sampleRate: Int
-    public var channels: Int
-    /// AudioSpecificConfig.
-    public var config: [UInt8]
-
-    public init(sampleRate: Int, channels: Int, config: [UInt8]) {
-        self.sampleRate = sampleRate
-        self.channels = channels
-        self.config = config
-    }
-}
-
 /// One playable stream (`live/stream1_2`): its formats, the current GOP for fast start, and its
-/// players. Producers (a relayed publisher, a variant pipeline) write timestamped media; every
-/// player gets it packetized for its own transport.
+/// players. Producers (a relayed publisher, a variant pipeline) write timestamped media as a
+/// `MediaSink`; each picture and audio frame is split into RTP payloads once, here, and every
+/// player sends those same buffers under its own header (SSRC, sequence number, timestamp), so
+/// a player's switch between rungs is only a change of which stream's payloads it forwards.
 ///
 /// Thread-safe: producers write from their own threads; state is under `state`'s lock and no I/O
 /// happens while holding it.
-public final class LiveStream: Sendable {
+public final class LiveStream: MediaSink {
     public let path: String
     private let state: Mutex<State>
+    /// Called once the stream has ended (a relay's publisher left): the registry forgets it.
+    private let onEnd: (@Sendable (LiveStream) -> Void)?
 
     struct State {
         var video: VideoFormat?
@@ -53,7 +23,7 @@ public final class LiveStream: Sendable {
         var attributes: [String] = []
         var bandwidthKbps: Int?
         var bandwidthTIAS: Int?
-        var gop: [CachedAccessUnit] = []
+        var gop: [SharedPicture] = []
         var gopBytes = 0
         var subscribers: [ObjectIdentifier: MediaSubscriber] = [:]
         var ended = false
@@ -65,16 +35,12 @@ public final class LiveStream: Sendable {
         var rung: SwitchingPolicy.Rung?
     }
 
-    struct CachedAccessUnit {
-        var nalUnits: [[UInt8]]
-        var ticks: Int64
-    }
-
     /// The current GOP is kept for new players up to this size; past it, they wait for the next IDR.
     public static let maximumGOPBytes = 16 * 1024 * 1024
 
-    public init(path: String) {
+    public init(path: String, onEnd: (@Sendable (LiveStream) -> Void)? = nil) {
         self.path = path
+        self.onEnd = onEnd
         self.state = Mutex(State())
     }
 
@@ -147,8 +113,18 @@ public final class LiveStream: Sendable {
         value == value.rounded() ? String(Int(value)) : String((value * 1000).rounded() / 1000)
     }
 
-    /// Writes one video access unit. `ticks` is the presentation time in 90 kHz units and must not decrease.
-    public func writeVideo(nalUnits: [[UInt8]], ticks: Int64, isKeyframe: Bool) {
+    /// RTP's H.264 clock: the unit of every video tick a player's packets carry.
+    public static let videoClock = Rational(1, 90000)
+
+    /// Writes one picture. Its time, in 90 kHz ticks, must not decrease.
+    public func writeVideo(_ nalUnits: [[UInt8]], time: MediaTime, isKeyframe: Bool) {
+        let ticks = time.ticks(in: Self.videoClock)
+        // SPS/PPS in-band before every IDR, for players that ignore the SDP's, and so a player that
+        // switches rungs at this IDR gets the new rung's sets with it.
+        let sets: [[UInt8]] = isKeyframe && !nalUnits.contains(where: { [7, 8].contains(($0.first ?? 0) & 0x1F) })
+            ? state.withLock { $0.video.map { [$0.sps, $0.pps] } ?? [] } : []
+        let payloads = H264Packetizer.payloads(sets + nalUnits)
+        let picture = SharedPicture(payloads: payloads, ticks: ticks, isKeyframe: isKeyframe)
         let subscribers: [MediaSubscriber] = state.withLock { state in
             state.framesWritten += 1
             state.lastVideoTicks = ticks
@@ -156,29 +132,49 @@ public final class LiveStream: Sendable {
                 state.gop.removeAll(keepingCapacity: true)
                 state.gopBytes = 0
             }
-            let size = nalUnits.reduce(0) { $0 + $1.count }
-            if !state.gop.isEmpty || isKeyframe, state.gopBytes + size <= Self.maximumGOPBytes {
-                state.gop.append(CachedAccessUnit(nalUnits: nalUnits, ticks: ticks))
-                state.gopBytes += size
+            if !state.gop.isEmpty || isKeyframe, state.gopBytes + picture.bytes <= Self.maximumGOPBytes {
+                state.gop.append(picture)
+                state.gopBytes += picture.bytes
             }
             return Array(state.subscribers.values)
         }
-        for subscriber in subscribers {
-            subscriber.sendVideo(nalUnits: nalUnits, ticks: ticks, isKeyframe: isKeyframe, parameterSets: isKeyframe ? parameterSets : nil, from: self)
-        }
+        for subscriber in subscribers { subscriber.sendVideo(picture, from: self) }
     }
 
-    /// Writes one AAC access unit at `ticks` in the audio sample rate's units.
-    public func writeAudio(_ frame: [UInt8], ticks: Int64) {
-        let subscribers: [MediaSubscriber] = state.withLock {
-            $0.lastAudioTicks = ticks
-            return Array($0.subscribers.values)
+    /// Writes one AAC access unit; its time is carried in the audio sample rate's ticks.
+    public func writeAudio(_ frame: [UInt8], time: MediaTime) {
+        guard let payload = AACPacketizer.payload(frame) else { return }
+        let written: (Int64, [MediaSubscriber])? = state.withLock { state in
+            guard let audio = state.audio else { return nil }
+            let ticks = time.ticks(in: audio.timeBase)
+            state.lastAudioTicks = ticks
+            return (ticks, Array(state.subscribers.values))
         }
-        for subscriber in subscribers { subscriber.sendAudio(frame, ticks: ticks, from: self) }
+        guard let (ticks, subscribers) = written else { return }
+        for subscriber in subscribers { subscriber.sendAudio(payload, ticks: ticks, from: self) }
     }
 
-    private var parameterSets: [[UInt8]]? {
-        state.withLock { $0.video.map { [$0.sps, $0.pps] } }
+    /// SDP carries: `b=AS` (kbit/s) and `b=TIAS` (bit/s) of the measured peak, declared until
+    /// measured, and `a=x-abr-*` lines with the level, declared, average and peak rates, the
+    /// switch thresholds and the keyframe interval. The same thresholds move this rung's players
+    /// (`SwitchingPolicy`): the hints are defined once.
+    public func setBandwidthHints(_ hint: BandwidthHints.VariantHint, keyframeInterval: Double) {
+        setRung(SwitchingPolicy.Rung(hint: hint))
+        setHints(bandwidthKbps: (hint.peakBitRate + 999) / 1000, bandwidthTIAS: hint.peakBitRate, attributes: [
+            "x-abr-level:\(hint.abrLevel)",
+            "x-abr-declared-bitrate:\(hint.declaredBitRate)",
+            "x-abr-average-bitrate:\(hint.averageBitRate)",
+            "x-abr-peak-bitrate:\(hint.peakBitRate)",
+            "x-abr-upswitch-above:\(hint.upswitchAboveBitRate)",
+            "x-abr-downswitch-below:\(hint.downswitchBelowBitRate)",
+            "x-abr-keyframe-interval:\(keyframeInterval)",
+        ])
+    }
+
+    /// Before anything is measured: the declared rate of a ladder's rung, for SDP.
+    public func setDeclaredBitRate(_ bitRate: Int, level: Int) {
+        setHints(bandwidthKbps: (bitRate + 999) / 1000, bandwidthTIAS: bitRate,
+                 attributes: ["x-abr-level:\(level)", "x-abr-declared-bitrate:\(bitRate)"])
     }
 
     /// Where a player subscribing now starts: the cached GOP's first picture, and the latest audio.
@@ -191,14 +187,11 @@ public final class LiveStream: Sendable {
     @discardableResult
     func subscribe(_ subscriber: MediaSubscriber) -> (videoTicks: Int64, audioTicks: Int64) {
         subscriber.bind(to: self)
-        let (gop, sets, start) = state.withLock { state in
+        let (gop, start) = state.withLock { state in
             state.subscribers[ObjectIdentifier(subscriber)] = subscriber
-            return (state.gop, state.video.map { [$0.sps, $0.pps] },
-                    (state.gop.first?.ticks ?? state.lastVideoTicks, state.lastAudioTicks))
+            return (state.gop, (state.gop.first?.ticks ?? state.lastVideoTicks, state.lastAudioTicks))
         }
-        subscriber.start(gop: gop.enumerated().map { index, unit in
-            MediaSubscriber.PendingPicture(nalUnits: unit.nalUnits, ticks: unit.ticks, isKeyframe: index == 0, parameterSets: index == 0 ? sets : nil)
-        })
+        subscriber.start(gop: gop)
         return start
     }
 
@@ -218,7 +211,13 @@ public final class LiveStream: Sendable {
         subscriber.stopCatchUp()
     }
 
-    /// The stream is over (its job ended): players are told and dropped.
+    /// The stream is over (its job ended, or a relay's publisher left): players are told and dropped.
+    public func end(reason: String) {
+        end()
+        onEnd?(self)
+    }
+
+    /// Ends the stream for its players; it stays where it is registered (a ladder's rung awaits its next job).
     public func end() {
         let subscribers: [MediaSubscriber] = state.withLock { state in
             state.ended = true
@@ -238,5 +237,22 @@ public final class LiveStream: Sendable {
 extension String {
     func leftPadded(_ width: Int) -> String {
         count >= width ? self : String(repeating: "0", count: width - count) + self
+    }
+}
+
+/// One picture as RTP payloads, made once per stream and shared by its players (slices of one
+/// buffer): each player stamps them with its own header.
+struct SharedPicture: Sendable {
+    var payloads: [ByteBuffer]
+    /// Presentation time in 90 kHz ticks on the stream's timeline.
+    var ticks: Int64
+    var isKeyframe: Bool
+    var bytes: Int
+
+    init(payloads: [ByteBuffer], ticks: Int64, isKeyframe: Bool) {
+        self.payloads = payloads
+        self.ticks = ticks
+        self.isKeyframe = isKeyframe
+        bytes = payloads.reduce(0) { $0 + $1.readableBytes }
     }
 }

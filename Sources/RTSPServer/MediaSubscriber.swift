@@ -1,10 +1,11 @@
+import DequeModule
 import Dispatch
 import NIOCore
 import RTSP
 import Synchronization
 
-/// One player of one stream: packetizes what the stream writes with its own SSRCs, sequence
-/// numbers and timestamp bases, sends RTCP sender reports, and, when its backlog passes the
+/// One player of one stream: sends the RTP payloads its stream made (shared by every player)
+/// under its own SSRCs, sequence numbers and timestamp bases, sends RTCP sender reports, and, when its backlog passes the
 /// limit, skips everything up to the next IDR so a slow player only hurts itself.
 ///
 /// A new player starts on the cached GOP's IDR at once and catches up to the live edge at
@@ -22,8 +23,8 @@ final class MediaSubscriber: Sendable {
     static let senderReportInterval: UInt64 = 5_000_000_000
 
     struct State {
-        var video: H264Packetizer
-        var audio: AACPacketizer
+        var video: RTPSequencer
+        var audio: RTPSequencer
         var videoBase: UInt32
         var audioBase: UInt32
         var skipping = false
@@ -41,7 +42,7 @@ final class MediaSubscriber: Sendable {
         var audioRate = 0
         var timeline = PlayerTimeline()
         /// Pictures waiting to be sent while catching up, oldest first, and their bytes.
-        var pending: [PendingPicture] = []
+        var pending = Deque<SharedPicture>()
         var pendingBytes = 0
         /// Uptime (ns) when the catch-up started, and the source ticks of its first picture.
         var catchUpStart: (uptime: UInt64, ticks: Int64)?
@@ -61,13 +62,6 @@ final class MediaSubscriber: Sendable {
         var switches = 0
     }
 
-    struct PendingPicture {
-        var nalUnits: [[UInt8]]
-        var ticks: Int64
-        var isKeyframe: Bool
-        var parameterSets: [[UInt8]]?
-    }
-
     /// How often the catch-up pacer sends what is due.
     static let catchUpTick = TimeAmount.milliseconds(4)
 
@@ -80,8 +74,8 @@ final class MediaSubscriber: Sendable {
         self.onEnd = onEnd
         var generator = SystemRandomNumberGenerator()
         state = Mutex(State(
-            video: H264Packetizer(ssrc: generator.next(), initialSequence: UInt16.random(in: 0...UInt16.max, using: &generator)),
-            audio: AACPacketizer(ssrc: generator.next(), initialSequence: UInt16.random(in: 0...UInt16.max, using: &generator)),
+            video: RTPSequencer(payloadType: 96, ssrc: generator.next(), initialSequence: UInt16.random(in: 0...UInt16.max, using: &generator)),
+            audio: RTPSequencer(payloadType: 97, ssrc: generator.next(), initialSequence: UInt16.random(in: 0...UInt16.max, using: &generator)),
             videoBase: generator.next(), audioBase: generator.next(), audioRate: audioRate))
     }
 
@@ -97,13 +91,13 @@ final class MediaSubscriber: Sendable {
 
     /// Starts the player on a cached GOP: its IDR now, the rest paced (see the type's comment).
     /// Pictures the stream wrote since the player was added wait behind the GOP.
-    func start(gop: [PendingPicture]) {
+    func start(gop: [SharedPicture]) {
         if hasVideo, let first = gop.first { deliver(first) }
-        let (needsPacing, leftovers): (Bool, [PendingPicture]) = state.withLock { state in
+        let (needsPacing, leftovers): (Bool, Deque<SharedPicture>) = state.withLock { state in
             state.joining = false
             let rest = gop.dropFirst()
             state.pending.insert(contentsOf: rest, at: 0)
-            state.pendingBytes += rest.reduce(0) { $0 + $1.nalUnits.reduce(0) { $0 + $1.count } }
+            state.pendingBytes += rest.reduce(0) { $0 + $1.bytes }
             guard hasVideo, state.started, !state.pending.isEmpty, let first = gop.first else {
                 // Nothing to catch up on: what waited goes out as it is (from its first IDR).
                 defer {
@@ -135,14 +129,14 @@ final class MediaSubscriber: Sendable {
     /// Sends the held-back pictures whose catch-up time has come; false once none are left.
     private func sendDuePictures() -> Bool {
         let now = DispatchTime.now().uptimeNanoseconds
-        let due: [PendingPicture] = state.withLock { state in
+        let due: [SharedPicture] = state.withLock { state in
             guard let start = state.catchUpStart else { return [] }
             let elapsedTicks = Int64(Double(now &- start.uptime) * 90000 / 1e9)
             var count = 0
             while count < state.pending.count, (state.pending[count].ticks &- start.ticks) / state.timeline.speed <= elapsedTicks { count += 1 }
             let due = Array(state.pending.prefix(count))
             state.pending.removeFirst(count)
-            state.pendingBytes -= due.reduce(0) { $0 + $1.nalUnits.reduce(0) { $0 + $1.count } }
+            state.pendingBytes -= due.reduce(0) { $0 + $1.bytes }
             return due
         }
         for picture in due { deliver(picture) }
@@ -232,9 +226,9 @@ final class MediaSubscriber: Sendable {
     /// Bytes held for this player: queued to its transport and waiting in its catch-up.
     var heldBytes: Int { transport.pendingBytes + state.withLock { $0.pendingBytes } }
 
-    func sendVideo(nalUnits: [[UInt8]], ticks: Int64, isKeyframe: Bool, parameterSets: [[UInt8]]?, from stream: LiveStream) {
+    func sendVideo(_ picture: SharedPicture, from stream: LiveStream) {
         guard hasVideo else { return }
-        switch route(stream, ticks: ticks, isKeyframe: isKeyframe) {
+        switch route(stream, ticks: picture.ticks, isKeyframe: picture.isKeyframe) {
         case .deliver:
             break
         case .drop:
@@ -244,12 +238,10 @@ final class MediaSubscriber: Sendable {
         case let .cancel(target):
             target?.detach(self)
         }
-        let picture = PendingPicture(nalUnits: nalUnits, ticks: ticks, isKeyframe: isKeyframe, parameterSets: parameterSets)
         // While catching up, live pictures queue behind the cached ones, so order holds.
         let queued: Bool = state.withLock { state in
             guard state.joining || state.catchUpStart != nil else { return false }
-            let size = nalUnits.reduce(0) { $0 + $1.count }
-            if state.pendingBytes + size > maximumBacklog {
+            if state.pendingBytes + picture.bytes > maximumBacklog {
                 // Catching up would hold too much: give it up and restart at the next IDR.
                 state.pending.removeAll()
                 state.pendingBytes = 0
@@ -260,14 +252,14 @@ final class MediaSubscriber: Sendable {
                 return true
             }
             state.pending.append(picture)
-            state.pendingBytes += size
+            state.pendingBytes += picture.bytes
             return true
         }
         if !queued { deliver(picture) }
     }
 
-    private func deliver(_ picture: PendingPicture) {
-        let (nalUnits, sourceTicks, isKeyframe, parameterSets) = (picture.nalUnits, picture.ticks, picture.isKeyframe, picture.parameterSets)
+    private func deliver(_ picture: SharedPicture) {
+        let (sourceTicks, isKeyframe) = (picture.ticks, picture.isKeyframe)
         let backlog = transport.pendingBytes
         var outputTicks: Int64 = 0
         let packets: [RTPPacket]? = state.withLock { state in
@@ -284,17 +276,14 @@ final class MediaSubscriber: Sendable {
                 }
                 state.skipping = false
             }
-            // SPS/PPS in-band before every IDR, for players that ignore the SDP's.
-            let hasSets = nalUnits.contains { [7, 8].contains(($0.first ?? 0) & 0x1F) }
-            let units = (isKeyframe && !hasSets ? (parameterSets ?? []) : []) + nalUnits
             let ticks = state.timeline.video(sourceTicks)
             outputTicks = ticks
             state.lastSentTicks = sourceTicks
             state.highestSentTicks = max(state.highestSentTicks ?? sourceTicks, sourceTicks)
             if state.epoch == nil { state.epoch = wallClock() - Double(ticks) / 90000 }
-            let packets = state.video.packetize(units.map { $0[...] }, timestamp: state.videoBase &+ UInt32(truncatingIfNeeded: ticks))
+            let packets = state.video.packets(picture.payloads, timestamp: state.videoBase &+ UInt32(truncatingIfNeeded: ticks))
             state.videoPackets &+= UInt32(packets.count)
-            state.videoOctets &+= UInt32(truncatingIfNeeded: packets.reduce(0) { $0 + $1.payload.readableBytes })
+            state.videoOctets &+= UInt32(truncatingIfNeeded: picture.bytes)
             return packets
         }
         guard let packets else { return }
@@ -302,7 +291,7 @@ final class MediaSubscriber: Sendable {
         reportIfDue(ticks: outputTicks)
     }
 
-    func sendAudio(_ frame: [UInt8], ticks: Int64, from stream: LiveStream) {
+    func sendAudio(_ payload: ByteBuffer, ticks: Int64, from stream: LiveStream) {
         guard hasAudio else { return }
         let packet: RTPPacket? = state.withLock { state in
             // Every rung carries the same audio: it comes from the stream the player gets now.
@@ -310,7 +299,7 @@ final class MediaSubscriber: Sendable {
             // Audio joins once the pictures have caught up with it.
             guard state.started, !state.skipping, !state.timeline.isCatchingUp else { return nil }
             let output = state.timeline.audio(ticks, rate: state.audioRate)
-            guard let packet = state.audio.packetize(frame[...], timestamp: state.audioBase &+ UInt32(truncatingIfNeeded: output)) else { return nil }
+            guard let packet = state.audio.packets([payload], timestamp: state.audioBase &+ UInt32(truncatingIfNeeded: output)).first else { return nil }
             state.audioPackets &+= 1
             state.audioOctets &+= UInt32(truncatingIfNeeded: packet.payload.readableBytes)
             return packet

@@ -84,7 +84,9 @@ public final class OriginPusher: Sendable {
         ClientBootstrap(group: group)
             .connectTimeout(.seconds(5))
             .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(handler) }
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandlers([ByteToMessageHandler(RTSPFrameDecoder()), handler])
+                }
             }
             .connect(host: originHost, port: originPort)
             .whenComplete { [self] result in
@@ -141,14 +143,12 @@ public final class OriginPusher: Sendable {
 
 /// Speaks the publisher's side of RTSP to an origin: ANNOUNCE, SETUP per track, RECORD.
 final class OriginClientHandler: ChannelInboundHandler {
-    typealias InboundIn = ByteBuffer
+    typealias InboundIn = RTSPInbound
     typealias OutboundOut = ByteBuffer
 
     private let pusher: OriginPusher
     private let description: SessionDescription
     private let url: String
-    private var parser = RTSPMessageParser()
-    private var buffer: ByteBuffer?
     private var cseq = 0
     private var session: String?
     private var step = Step.announce
@@ -169,21 +169,7 @@ final class OriginClientHandler: ChannelInboundHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        var incoming = unwrapInboundIn(data)
-        if buffer == nil { buffer = incoming } else { buffer!.writeBuffer(&incoming) }
-        while var current = buffer, current.readableBytes > 0 {
-            let item: RTSPInbound?
-            do {
-                item = try parser.parse(&current)
-            } catch {
-                fail(context: context, "unreadable reply from origin: \(error)")
-                return
-            }
-            buffer = current
-            guard let item else { break }
-            if case let .response(response) = item { handle(response, context: context) }
-        }
-        buffer?.discardReadBytes()
+        if case let .response(response) = unwrapInboundIn(data) { handle(response, context: context) }
     }
 
     private func handle(_ response: RTSPResponse, context: ChannelHandlerContext) {
@@ -245,6 +231,6 @@ final class OriginClientHandler: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
-        fail(context: context, "\(error)")
+        fail(context: context, error is RTSPParseError ? "unreadable reply from origin: \(error)" : "\(error)")
     }
 }

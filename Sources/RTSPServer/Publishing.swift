@@ -2,31 +2,6 @@ import MediaCore
 import RTSP
 import Synchronization
 
-/// What arrives from one publisher, in order, on one of the server's threads at a time.
-public protocol PublishSink: AnyObject, Sendable {
-    /// One video access unit; `ticks` are 90 kHz units from the session's start, never decreasing.
-    /// `format` is the latest known SPS/PPS (from SDP or in-band).
-    func receiveVideo(_ unit: H264AccessUnit, ticks: Int64, format: VideoFormat)
-    /// One AAC access unit; `ticks` in the sample rate's units.
-    func receiveAudio(_ frame: [UInt8], ticks: Int64, format: AudioFormat)
-    /// A `SET_PARAMETER` notification, e.g. `publisherBackground`.
-    func receiveNotification(name: String, value: String)
-    /// The publisher is gone: TEARDOWN, connection closed, or session timeout.
-    func publisherEnded(reason: String)
-    /// The publisher's timestamps jumped (backwards, or far forwards): what follows is a new
-    /// timeline. Ticks passed on stay continuous and increasing across it; a sink that keeps
-    /// media for later (HLS) starts a new timeline segment.
-    func timelineRestarted()
-    /// Whether a format first seen in-band (a new SPS in the stream, not in the ANNOUNCE) may go
-    /// on: nil, or why this publish must stop. Asked before any media of that format is received.
-    func refusal(of format: VideoFormat) -> String?
-}
-
-extension PublishSink {
-    public func refusal(of format: VideoFormat) -> String? { nil }
-    public func timelineRestarted() {}
-}
-
 public struct PublishRequest: Sendable {
     public var path: String
     public var description: SessionDescription
@@ -34,7 +9,10 @@ public struct PublishRequest: Sendable {
 }
 
 public enum PublishDecision: Sendable {
-    case accept(any PublishSink)
+    /// What the publisher sends goes to this sink, in order, from one of the server's threads at a
+    /// time: formats before the media in them, times in each track's clock from the session's
+    /// start, never decreasing except across `timelineRestarted`.
+    case accept(any MediaSink)
     case refuse(status: Int, reason: String)
 }
 
@@ -58,47 +36,7 @@ public struct RelayEverything: PublishPolicy {
     }
 
     public func decide(_ request: PublishRequest) -> PublishDecision {
-        .accept(RelaySink(stream: registry.stream(request.path), registry: registry))
-    }
-}
-
-/// Publishes a stream straight to players of the same path, unchanged (no transcoding).
-public final class RelaySink: PublishSink {
-    let stream: LiveStream
-    /// Where the relayed stream is forgotten when its publisher leaves, so ended relays hold no memory.
-    let registry: StreamRegistry?
-    private let formats = Mutex<(VideoFormat?, AudioFormat?)>((nil, nil))
-
-    public init(stream: LiveStream, registry: StreamRegistry? = nil) {
-        self.stream = stream
-        self.registry = registry
-    }
-
-    public func receiveVideo(_ unit: H264AccessUnit, ticks: Int64, format: VideoFormat) {
-        updateFormats(video: format, audio: nil)
-        stream.writeVideo(nalUnits: unit.nalUnits, ticks: ticks, isKeyframe: unit.containsIDR)
-    }
-
-    public func receiveAudio(_ frame: [UInt8], ticks: Int64, format: AudioFormat) {
-        updateFormats(video: nil, audio: format)
-        stream.writeAudio(frame, ticks: ticks)
-    }
-
-    private func updateFormats(video: VideoFormat?, audio: AudioFormat?) {
-        let changed: (VideoFormat?, AudioFormat?)? = formats.withLock { current in
-            let next = (video ?? current.0, audio ?? current.1)
-            guard next.0 != current.0 || next.1 != current.1 else { return nil }
-            current = next
-            return next
-        }
-        if let changed { stream.setFormats(video: changed.0, audio: changed.1) }
-    }
-
-    public func receiveNotification(name: String, value: String) {}
-
-    public func publisherEnded(reason: String) {
-        stream.end()
-        registry?.remove(stream)
+        .accept(registry.relayStream(request.path))
     }
 }
 
@@ -179,11 +117,29 @@ struct IncomingTrack {
         return step < -Self.maximumBackwardStep || step > Self.maximumForwardStep
     }
 
+    /// `ticks` of this track's clock as a media time.
+    func time(_ ticks: Int64) -> MediaTime {
+        MediaTime(ticks: ticks, timeBase: Rational(1, Int32(clamping: max(1, media.clockRate))))
+    }
+
     /// Seconds of media on this track's continuous timeline so far.
     var seconds: Double { media.clockRate > 0 ? Double(ticks) / Double(media.clockRate) : 0 }
 
     var isSupported: Bool {
         if case .unsupported = kind { return false }
         return true
+    }
+}
+
+extension [IncomingTrack] {
+    /// The session's formats as known now: the first video track's latest, the first audio track's.
+    var formats: (video: VideoFormat?, audio: AudioFormat?) {
+        var video: VideoFormat?
+        var audio: AudioFormat?
+        for track in self {
+            if video == nil, let format = track.videoFormat { video = format }
+            if audio == nil, case let .audio(_, format) = track.kind { audio = format }
+        }
+        return (video, audio)
     }
 }

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import DequeModule
 import Logging
 import MediaCore
 import NIOCore
@@ -10,12 +11,10 @@ import RTSP
 /// the sessions it created when it closes. A malformed request gets an error reply; the
 /// connection closes only when the byte stream cannot be resynchronised.
 final class RTSPConnectionHandler: ChannelInboundHandler {
-    typealias InboundIn = ByteBuffer
+    typealias InboundIn = RTSPInbound
     typealias OutboundOut = ByteBuffer
 
     private let server: RTSPService
-    private var parser: RTSPMessageParser
-    private var buffer: ByteBuffer?
     private var ownedSessions: Set<String> = []
     /// Streams this connection asked for with `?abr=off` (clients drop the query after DESCRIBE:
     /// their SETUP and PLAY go to the Content-Base).
@@ -24,13 +23,19 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
     /// The address this connection was counted under, once admitted.
     private var admittedAddress: String?
     /// Reading stops while the client does not read our answers (the socket is not writable),
-    /// so a client that only sends cannot make the node queue replies without bound.
+    /// so a client that only sends cannot make the node queue replies without bound. What was
+    /// already framed from the last read waits here, in order (at most one read's worth).
     private var pausedForWritability = false
+    private var waiting = Deque<RTSPInbound>()
 
     init(server: RTSPService) {
         self.server = server
-        self.parser = RTSPMessageParser(limits: server.configuration.limits)
         self.logger = server.logger
+    }
+
+    /// The handlers that serve one RTSP connection, in pipeline order: framing, then this.
+    static func pipeline(server: RTSPService) -> [any ChannelHandler] {
+        [ByteToMessageHandler(RTSPFrameDecoder(limits: server.configuration.limits)), RTSPConnectionHandler(server: server)]
     }
 
     func channelActive(context: ChannelHandlerContext) {
@@ -48,54 +53,38 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard admittedAddress != nil else { return }
-        var incoming = unwrapInboundIn(data)
-        if buffer == nil {
-            buffer = incoming
-        } else {
-            buffer!.writeBuffer(&incoming)
+        let item = unwrapInboundIn(data)
+        guard !pausedForWritability else {
+            waiting.append(item)
+            return
         }
-        processBuffer(context: context)
+        process(item, context: context)
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         if pausedForWritability, context.channel.isWritable {
             pausedForWritability = false
-            context.channel.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in }
-            processBuffer(context: context)
+            while !pausedForWritability, let item = waiting.popFirst() { process(item, context: context) }
+            if !pausedForWritability { context.channel.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in } }
         }
         context.fireChannelWritabilityChanged()
     }
 
-    private func processBuffer(context: ChannelHandlerContext) {
-        while !pausedForWritability, var current = buffer, current.readableBytes > 0 {
-            let item: RTSPInbound?
-            do {
-                item = try parser.parse(&current)
-            } catch {
-                logger.info("closing connection after a malformed request: \(error)")
-                reply(context: context, RTSPResponse(status: error.status, headers: ["Connection": "close"], body: Array("\(error)\n".utf8)), cseq: nil)
-                context.close(promise: nil)
-                buffer = nil
-                return
+    private func process(_ item: RTSPInbound, context: ChannelHandlerContext) {
+        switch item {
+        case let .request(request):
+            let response = handle(request, context: context)
+            reply(context: context, response.response, cseq: request.cseq.flatMap { Self.isSequenceNumber($0) ? $0 : nil })
+            response.after?()
+            if !context.channel.isWritable {
+                pausedForWritability = true
+                context.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in }
             }
-            buffer = current
-            guard let item else { break }
-            switch item {
-            case let .request(request):
-                let response = handle(request, context: context)
-                reply(context: context, response.response, cseq: request.cseq.flatMap { Self.isSequenceNumber($0) ? $0 : nil })
-                response.after?()
-                if !context.channel.isWritable {
-                    pausedForWritability = true
-                    context.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in }
-                }
-            case let .interleaved(channel, payload):
-                receiveInterleaved(context: context, channel: channel, payload: payload)
-            case .response:
-                break  // answers to our own requests (none on the server side) are ignored
-            }
+        case let .interleaved(channel, payload):
+            receiveInterleaved(context: context, channel: channel, payload: payload)
+        case .response:
+            break  // answers to our own requests (none on the server side) are ignored
         }
-        buffer?.discardReadBytes()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -119,8 +108,14 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
-        // A peer that resets its connection is routine; anything else closing a session must be seen.
-        if let error = error as? IOError, [ECONNRESET, EPIPE].contains(error.errnoCode) {
+        if let error = error as? RTSPParseError {
+            // The framing gave up on the byte stream: say why, then close (it cannot be resynchronised).
+            logger.info("closing connection after a malformed request: \(error)")
+            if admittedAddress != nil {
+                reply(context: context, RTSPResponse(status: error.status, headers: ["Connection": "close"], body: Array("\(error)\n".utf8)), cseq: nil)
+            }
+        } else if let error = error as? IOError, [ECONNRESET, EPIPE].contains(error.errnoCode) {
+            // A peer that resets its connection is routine; anything else closing a session must be seen.
             logger.info("connection closed: \(error)")
         } else {
             logger.warning("connection closed after an error: \(error)")

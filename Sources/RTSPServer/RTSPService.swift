@@ -117,7 +117,7 @@ public final class RTSPService: Sendable {
             .childChannelInitializer { [self] channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: .seconds(Int64(configuration.sessionTimeout) * 2)))
-                    try channel.pipeline.syncOperations.addHandler(makeConnectionHandler())
+                    try channel.pipeline.syncOperations.addHandlers(makeConnectionHandlers())
                 }
             }
             .bind(host: configuration.host, port: configuration.port).wait()
@@ -132,9 +132,10 @@ public final class RTSPService: Sendable {
         return server.localAddress?.port ?? configuration.port
     }
 
-    /// The handler that serves one RTSP connection; `start` puts one on every accepted socket.
-    public func makeConnectionHandler() -> any ChannelHandler {
-        RTSPConnectionHandler(server: self)
+    /// The handlers that serve one RTSP connection (framing, then requests and media); `start`
+    /// puts them on every accepted socket.
+    public func makeConnectionHandlers() -> [any ChannelHandler] {
+        RTSPConnectionHandler.pipeline(server: self)
     }
 
     private func bindUDPPair(group: MultiThreadedEventLoopGroup, port fixedPort: Int? = nil) throws -> (Channel, Channel) {

@@ -22,7 +22,9 @@ final class ServerSession: Sendable {
         var lastMedia = DispatchTime.now().uptimeNanoseconds
         var ended = false
         // Publisher
-        var sink: (any PublishSink)?
+        var sink: (any MediaSink)?
+        /// The formats the sink was last told of: it hears again only when one changes.
+        var announcedFormats: (video: VideoFormat?, audio: AudioFormat?) = (nil, nil)
         var tracks: [IncomingTrack] = []
         var trackTransports: [Int: RTSPTransport] = [:]
         var recordStarted: UInt64?
@@ -105,6 +107,14 @@ final class ServerSession: Sendable {
         }
     }
 
+    /// What one packet completes, for the sink, in order.
+    private enum Delivery {
+        case formats(VideoFormat?, AudioFormat?)
+        case video([[UInt8]], MediaTime, isKeyframe: Bool)
+        case audio([UInt8], MediaTime)
+        case timelineRestarted
+    }
+
     /// Runs one RTP packet from the publisher through its track and hands what completes to the sink.
     ///
     /// Packets of another SSRC, or far out of sequence, are dropped (`RTPSourceFilter`): over UDP
@@ -120,11 +130,9 @@ final class ServerSession: Sendable {
     /// `refusalPersistence` seconds, as a publisher that really switched does at every keyframe.
     func receiveRTP(_ buffer: ByteBuffer, track index: Int, maximumPixels: Int, forgeable: Bool = false) -> String? {
         guard let packet = try? RTPPacket(parsing: buffer) else { return nil }
-        var videoOut: [(H264AccessUnit, Int64, VideoFormat)] = []
-        var audioOut: [([UInt8], Int64, AudioFormat)] = []
-        var timelineRestarted = false
+        var deliveries: [Delivery] = []
         var stop: String?
-        let sink: (any PublishSink)? = state.withLock { state in
+        let sink: (any MediaSink)? = state.withLock { state in
             guard !state.ended, let started = state.recordStarted, index < state.tracks.count else { return nil }
             let now = DispatchTime.now().uptimeNanoseconds
             var track = state.tracks[index]
@@ -153,7 +161,15 @@ final class ServerSession: Sendable {
                 state.timelineAnchor = max(sinceStart, furthest + 0.1)
                 for other in state.tracks.indices { state.tracks[other].lastTimestamp = nil }
                 track = state.tracks[index]
-                timelineRestarted = true
+                deliveries.append(.timelineRestarted)
+            }
+            // The sink hears of a format before any media in it.
+            func announceFormats() {
+                state.tracks[index] = track
+                let formats = state.tracks.formats
+                guard formats.video != state.announcedFormats.video || formats.audio != state.announcedFormats.audio else { return }
+                state.announcedFormats = formats
+                deliveries.append(.formats(formats.video, formats.audio))
             }
             for (ready, lost) in track.reorder.push(packet) {
                 switch track.kind {
@@ -179,14 +195,17 @@ final class ServerSession: Sendable {
                         }
                         if track.jumps(to: unit.timestamp) { restartTimeline() }
                         let ticks = track.unwrap(unit.timestamp, startTicks: anchorTicks(track))
-                        if let format = track.videoFormat { videoOut.append((unit, ticks, format)) }
+                        guard track.videoFormat != nil else { continue }
+                        announceFormats()
+                        deliveries.append(.video(unit.nalUnits, track.time(ticks), isKeyframe: unit.containsIDR))
                     }
                     track.kind = .video(depacketizer)
                 case .audio(var depacketizer, let format):
                     for frame in depacketizer.push(ready, lostBefore: lost) {
                         if track.jumps(to: frame.timestamp) { restartTimeline() }
                         let ticks = track.unwrap(frame.timestamp, startTicks: anchorTicks(track))
-                        audioOut.append((frame.data, ticks, format))
+                        announceFormats()
+                        deliveries.append(.audio(frame.data, track.time(ticks)))
                     }
                     track.kind = .audio(depacketizer, format)
                 case .unsupported:
@@ -198,9 +217,14 @@ final class ServerSession: Sendable {
         }
         if let stop { return stop }
         guard let sink else { return nil }
-        if timelineRestarted { sink.timelineRestarted() }
-        for (unit, ticks, format) in videoOut { sink.receiveVideo(unit, ticks: ticks, format: format) }
-        for (frame, ticks, format) in audioOut { sink.receiveAudio(frame, ticks: ticks, format: format) }
+        for delivery in deliveries {
+            switch delivery {
+            case let .formats(video, audio): sink.setFormats(video: video, audio: audio)
+            case let .video(units, time, isKeyframe): sink.writeVideo(units, time: time, isKeyframe: isKeyframe)
+            case let .audio(frame, time): sink.writeAudio(frame, time: time)
+            case .timelineRestarted: sink.timelineRestarted()
+            }
+        }
         return nil
     }
 
@@ -245,7 +269,7 @@ final class ServerSession: Sendable {
 
     /// Ends the session once: a publisher's sink hears why, a player leaves its stream.
     func end(reason: String, registry: StreamRegistry) {
-        let (sink, subscriber, adaptation): ((any PublishSink)?, MediaSubscriber?, PlayerAdaptation?) = state.withLock { state in
+        let (sink, subscriber, adaptation): ((any MediaSink)?, MediaSubscriber?, PlayerAdaptation?) = state.withLock { state in
             guard !state.ended else { return (nil, nil, nil) }
             state.ended = true
             return (state.sink, state.subscriber, state.adaptation)
@@ -253,7 +277,7 @@ final class ServerSession: Sendable {
         adaptation?.stop()
         if role == .publisher, sink != nil {
             registry.releasePublisher(path, session: id)
-            sink?.publisherEnded(reason: reason)
+            sink?.end(reason: reason)
         }
         subscriber?.leave()
     }

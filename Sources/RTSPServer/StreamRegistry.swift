@@ -22,6 +22,17 @@ public final class StreamRegistry: Sendable {
         }
     }
 
+    /// The stream a relayed publish of `path` writes into: when its publisher leaves, the stream
+    /// ends and is forgotten, so ended relays hold no memory.
+    public func relayStream(_ path: String) -> LiveStream {
+        state.withLock { state in
+            if let stream = state.streams[path] { return stream }
+            let stream = LiveStream(path: path) { [weak self] ended in self?.remove(ended) }
+            state.streams[path] = stream
+            return stream
+        }
+    }
+
     public func existingStream(_ path: String) -> LiveStream? {
         state.withLock { $0.streams[path] }
     }

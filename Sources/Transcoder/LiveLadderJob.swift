@@ -81,7 +81,7 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
     let options: TranscodeOptions
     let mediaTimeout: Double
     let hlsWindow: Int
-    let sinks: [Int: any VariantSink]
+    let sinks: [Int: any MediaSink]
     let logger: Logger
     let onEvent: (@Sendable (Event) -> Void)?
     /// The node's cores this job shares with the others: its thread plan is sized for its share.
@@ -143,7 +143,7 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
     static let frameRateWait = 2.0
 
     public init(ladder: Ladder, hlsDirectory: URL, options: TranscodeOptions, grace: Double = 30, mediaTimeout: Double = 5,
-                hlsWindow: Int = 6, sinks: [Int: any VariantSink] = [:], logger: Logger = Logger(label: "abr.live"),
+                hlsWindow: Int = 6, sinks: [Int: any MediaSink] = [:], logger: Logger = Logger(label: "abr.live"),
                 coreBudget: CoreBudget = .node, loadShedder: LoadShedder? = nil,
                 clock: @escaping @Sendable () -> Double = { ProcessInfo.processInfo.systemUptime },
                 onEvent: (@Sendable (Event) -> Void)? = nil) {
@@ -435,7 +435,7 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
         let group = DispatchGroup()
         pipelines.forEach { $0.finish(group: group) }
         group.wait()
-        if pipelines.isEmpty { sinks.values.forEach { $0.variantEnded() } }
+        if pipelines.isEmpty { sinks.values.forEach { $0.end(reason: "the job ended") } }
         refreshHints()
         let failure = pipelines.compactMap { $0.statistics.failure }.first
         withShared { $0.lifecycle.finished(failed: failure != nil) }
@@ -458,7 +458,7 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
         } catch {
             logger.warning("cannot write hints: \(error)")
         }
-        for hint in hints.variants { sinks[hint.abrLevel]?.variantHints(hint, keyframeInterval: hints.keyframeInterval) }
+        for hint in hints.variants { sinks[hint.abrLevel]?.setBandwidthHints(hint, keyframeInterval: hints.keyframeInterval) }
         addEvent("hintsUpdated", hints.variants.map { "L\($0.abrLevel) avg \($0.averageBitRate) peak \($0.peakBitRate)" }.joined(separator: ", "))
     }
 

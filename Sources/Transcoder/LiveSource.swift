@@ -1,3 +1,4 @@
+import DequeModule
 import Dispatch
 import Foundation
 import FFmpegBridge
@@ -27,11 +28,10 @@ public final class LiveSource: PacketReader, @unchecked Sendable {
     public let startsNewTimeline: Bool
 
     private let condition = NSCondition()
-    private var pending: [(packet: Packet, arrival: UInt64)] = []
+    private var pending = Deque<(packet: Packet, arrival: UInt64)>()
     private var pendingBytes = 0
     /// Ingest thread only: when the packet `read` returned last arrived.
     public private(set) var lastArrival: UInt64?
-    private var head = 0
     private var ended = false
     private var dropping = false
     private var dropped = 0
@@ -44,12 +44,12 @@ public final class LiveSource: PacketReader, @unchecked Sendable {
     private var decodeTimestamps: DecodeTimestamps?
 
     /// - Parameters:
-    ///   - sps, pps: the publisher's parameter sets (NAL units without start codes).
-    ///   - audio: sample rate, channel count and AudioSpecificConfig of its AAC track, if any.
+    ///   - video: the publisher's parameter sets and what they announce.
+    ///   - audio: its AAC track, if any.
     ///   - startsNewTimeline: the publisher's timestamps jumped and this source carries on after
     ///     the jump: the job marks a discontinuity in every variant's HLS.
-    public init(url: String, sps: [UInt8], pps: [UInt8], frameRate: Double?,
-                audio: (sampleRate: Int, channels: Int, config: [UInt8])?, startsNewTimeline: Bool = false) throws {
+    public init(url: String, video: VideoFormat, audio: AudioFormat?, startsNewTimeline: Bool = false) throws {
+        let (sps, pps, frameRate) = (video.sps, video.pps, video.frameRate)
         guard let parsed = H264SPS(sps) else { throw TranscodeError.badInput("\(url): the publisher's SPS cannot be read") }
         self.url = url
         self.startsNewTimeline = startsNewTimeline
@@ -62,15 +62,16 @@ public final class LiveSource: PacketReader, @unchecked Sendable {
             parameters: try CodecParameters.h264(width: parsed.width, height: parsed.height, extradata: H264.annexB([sps, pps])))]
         if let audio {
             streams.append(StreamInfo(
-                index: 1, kind: .audio, codecName: "aac", timeBase: Rational(1, Int32(audio.sampleRate)), width: 0, height: 0,
+                index: 1, kind: .audio, codecName: "aac", timeBase: audio.timeBase, width: 0, height: 0,
                 frameRate: Rational(0, 0), bitRate: 0, frameCount: 0,
                 parameters: try CodecParameters.aac(sampleRate: audio.sampleRate, channels: audio.channels, audioSpecificConfig: audio.config)))
         }
         self.streams = streams
     }
 
-    /// One access unit's NAL units (without start codes) at presentation time `ticks` (90 kHz), in decode order.
-    public func pushVideo(nalUnits: [[UInt8]], ticks: Int64, isKeyframe: Bool) {
+    /// One access unit's NAL units (without start codes) at its presentation time, in decode order.
+    public func pushVideo(nalUnits: [[UInt8]], time: MediaTime, isKeyframe: Bool) {
+        let ticks = time.ticks(in: Self.videoTimeBase)
         guard let packet = try? Packet(annexBUnits: nalUnits, timeBase: Self.videoTimeBase) else { return }
         packet.pts = ticks
         // RTP carries presentation times only; with B-frames, decoding times must be derived.
@@ -81,11 +82,11 @@ public final class LiveSource: PacketReader, @unchecked Sendable {
         push(packet, isVideo: true)
     }
 
-    /// One raw AAC access unit at `ticks` in the sample rate's units.
-    public func pushAudio(_ frame: [UInt8], ticks: Int64) {
+    /// One raw AAC access unit at its presentation time.
+    public func pushAudio(_ frame: [UInt8], time: MediaTime) {
         guard streams.count > 1, let packet = try? Packet(bytes: frame, timeBase: streams[1].timeBase) else { return }
-        packet.pts = ticks
-        packet.dts = ticks
+        packet.pts = time.ticks(in: streams[1].timeBase)
+        packet.dts = packet.pts
         packet.streamIndex = 1
         packet.isKeyframe = true
         push(packet, isVideo: false)
@@ -100,9 +101,9 @@ public final class LiveSource: PacketReader, @unchecked Sendable {
             if frameRateEstimate.isComplete { condition.broadcast() }
         }
         let size = packet.size
-        if pending.count - head >= Self.capacity || pendingBytes + size > Self.capacityBytes { dropping = true }
+        if pending.count >= Self.capacity || pendingBytes + size > Self.capacityBytes { dropping = true }
         if dropping {
-            guard isVideo, packet.isKeyframe, pending.count - head < Self.capacity / 2, pendingBytes + size <= Self.capacityBytes / 2 else {
+            guard isVideo, packet.isKeyframe, pending.count < Self.capacity / 2, pendingBytes + size <= Self.capacityBytes / 2 else {
                 if isVideo { dropped += 1 }
                 return
             }
@@ -151,18 +152,12 @@ public final class LiveSource: PacketReader, @unchecked Sendable {
     public func read() throws(FFmpegError) -> MediaInput.ReadResult {
         condition.lock()
         defer { condition.unlock() }
-        if head == pending.count, !ended {
+        if pending.isEmpty, !ended {
             _ = condition.wait(until: Date().addingTimeInterval(Self.pollInterval))
         }
-        if head < pending.count {
-            let (packet, arrival) = pending[head]
+        if let (packet, arrival) = pending.popFirst() {
             lastArrival = arrival
             pendingBytes -= packet.size
-            head += 1
-            if head > 256, head * 2 > pending.count {
-                pending.removeFirst(head)
-                head = 0
-            }
             return .packet(packet)
         }
         return ended ? .endOfInput : .idle

@@ -17,7 +17,8 @@ final class VariantOutput {
         var hlsWindow: Int? = nil
         /// Segments are cut at the next frame once this long, keyframe or not.
         var maximumSegmentDuration: Double? = nil
-        var sink: (any VariantSink)? = nil
+        /// Live jobs: the node's stream for this variant (its RTSP players and origin push).
+        var sink: (any MediaSink)? = nil
         /// Live jobs: arrival times of source pictures, to measure the latency this variant adds.
         var arrivals: ArrivalTimes? = nil
     }
@@ -98,10 +99,11 @@ final class VariantOutput {
 
     private func announceFormat(_ sets: (sps: [[UInt8]], pps: [[UInt8]])) {
         guard let sink = paths.sink, let sps = sets.sps.first, let pps = sets.pps.first else { return }
-        let audioFormat = audio.flatMap { track -> (Int, Int, [UInt8])? in
-            track.parameters.isAAC ? (track.parameters.sampleRate, track.parameters.channelCount, track.parameters.extradata) : nil
+        let audioFormat = audio.flatMap { track -> AudioFormat? in
+            track.parameters.isAAC ? AudioFormat(sampleRate: track.parameters.sampleRate, channels: track.parameters.channelCount,
+                                                 config: track.parameters.extradata) : nil
         }
-        sink.variantFormat(sps: sps, pps: pps, frameRate: frameRate, audio: audioFormat)
+        sink.setFormats(video: VideoFormat(sps: sps, pps: pps, frameRate: frameRate), audio: audioFormat)
     }
 
     func writeVideo(_ packet: Packet, startsSegment: Bool) throws {
@@ -118,7 +120,7 @@ final class VariantOutput {
         if let sink = paths.sink {
             // Split in place: each NAL unit is copied once, straight out of the packet.
             let units = packet.withBytes { (H264.accessUnitNALUnits($0) ?? []).map(Array.init) }
-            sink.variantVideo(units, time: time, isKeyframe: packet.isKeyframe)
+            sink.writeVideo(units, time: time, isKeyframe: packet.isKeyframe)
         }
         if let arrivals = paths.arrivals,
            let arrival = arrivals.arrival(timelineTicks: packet.timeBase.rescale(packet.pts, to: ArrivalTimes.timeBase)) {
@@ -174,7 +176,7 @@ final class VariantOutput {
         }
         try hls.writeAudio(packet)
         try mp4?.write(packet, stream: 1)
-        paths.sink?.variantAudio(packet.bytes, time: MediaTime(ticks: packet.pts, timeBase: packet.timeBase))
+        paths.sink?.writeAudio(packet.bytes, time: MediaTime(ticks: packet.pts, timeBase: packet.timeBase))
     }
 
     func finish() throws {
@@ -182,7 +184,7 @@ final class VariantOutput {
         try hls?.finish(endTime: lastVideoEnd)
         try mp4?.finish()
         mp4 = nil
-        paths.sink?.variantEnded()
+        paths.sink?.end(reason: "the job ended")
     }
 
     /// End of the last picture written, on the job's timeline.

@@ -12,10 +12,12 @@ import TestSupport
         // The bundled 720p clip's parameter sets, as a publisher would announce them.
         let video = try #require(try MediaInput(url: fixture("720p30-h264-aac.mp4")).bestVideoStream)
         let sets = H264.parameterSets(fromExtradata: video.parameters.extradata)
-        let source = try LiveSource(url: "test", sps: try #require(sets.sps.first), pps: try #require(sets.pps.first), frameRate: 30, audio: nil)
+        let (sps, pps) = (try #require(sets.sps.first), try #require(sets.pps.first))
+        let format = try #require(VideoFormat(sps: sps, pps: pps, frameRate: 30))
+        let source = try LiveSource(url: "test", video: format, audio: nil)
         // 200 access units of 1 MB each (a tenth of the packet cap), nobody reading.
         let unit = [[0x65] + [UInt8](repeating: 0x55, count: 1024 * 1024)]
-        for index in 0..<200 { source.pushVideo(nalUnits: unit, ticks: Int64(index) * 3000, isKeyframe: true) }
+        for index in 0..<200 { source.pushVideo(nalUnits: unit, time: MediaTime(ticks: Int64(index) * 3000, timeBase: LiveSource.videoTimeBase), isKeyframe: true) }
         var held = 0
         var bytes = 0
         source.end()

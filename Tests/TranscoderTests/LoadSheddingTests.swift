@@ -131,7 +131,7 @@ import TestSupport
             job.waitUntilEnded(timeout: 30)
         }
         let (sps, pps, units) = try Self.accessUnits()
-        let source = try LiveSource(url: "test", sps: sps, pps: pps, frameRate: 30, audio: nil)
+        let source = try LiveSource(url: "test", video: try #require(VideoFormat(sps: sps, pps: pps, frameRate: 30)), audio: nil)
         #expect(job.attach(source, publisher: "test"))
         let lowest = ladder.variants.map(\.level).max()!
         // Push at a pace the encoders keep up with: the test is about shedding, not overload.
@@ -139,7 +139,7 @@ import TestSupport
             for index in range {
                 let unit = units[index % units.count]
                 let loop = Int64(index / units.count) * (units.last!.ticks + 3000)
-                source.pushVideo(nalUnits: unit.nalUnits, ticks: unit.ticks + loop, isKeyframe: unit.key)
+                source.pushVideo(nalUnits: unit.nalUnits, time: MediaTime(ticks: unit.ticks + loop, timeBase: LiveSource.videoTimeBase), isKeyframe: unit.key)
                 _ = waitUntil(timeout: 10, every: 0.01) {
                     let variants = job.status.variants
                     guard let top = variants.first(where: \.passthrough), top.framesIn > index else { return false }
