@@ -1,3 +1,4 @@
+import DequeModule
 /// Measures a variant's bit rate from its media segments, as RFC 8216 §4.3.4.2 defines
 /// `BANDWIDTH` (peak) and `AVERAGE-BANDWIDTH` (average). Sizes include container overhead.
 public struct BitrateMeter: Sendable {
@@ -10,7 +11,7 @@ public struct BitrateMeter: Sendable {
         }
     }
 
-    public private(set) var segments: [Segment] = []
+    public private(set) var segments = Deque<Segment>()
     public private(set) var totalBytes = 0
     public private(set) var totalDuration = 0.0
     /// Live meters keep only this many recent segments for the peak; the average covers everything.

@@ -1,3 +1,4 @@
+import DequeModule
 /// A link's bandwidth over time, as measured second by second (the sabre/HSDPA trace format: a
 /// JSON array of `{"duration_ms", "bandwidth_kbps", "latency_ms"}`).
 public struct BandwidthTrace: Sendable, Equatable {
@@ -137,7 +138,7 @@ public struct TraceReplay: Sendable {
         var level = policy.level
         var pendingLevel: Int?
         /// Media queued for the player, oldest first: bits and the rate they were encoded at.
-        var queue: [(bits: Double, rate: Double)] = []
+        var queue = Deque<(bits: Double, rate: Double)>()
         var paddingQueue = 0.0
         var probeRate: Double?, probeUntil = 0.0
         /// A flushing switch sends nothing until the target's keyframe.

@@ -1,3 +1,4 @@
+import DequeModule
 import Foundation
 import FFmpegBridge
 import MediaCore
@@ -26,7 +27,7 @@ final class HLSVariantWriter {
     private var independentSegments = true
     private var muxer: Muxer
     private let audio: AudioTrack?
-    private(set) var segments: [HLSMediaPlaylist.Segment] = []
+    private(set) var segments = Deque<HLSMediaPlaylist.Segment>()
     private(set) var meter: BitrateMeter
     private var segmentStart: MediaTime?
     private var segmentIndex = 0
@@ -189,7 +190,7 @@ final class HLSVariantWriter {
     func writePlaylist(ended: Bool) throws {
         let kind: HLSMediaPlaylist.Kind = window == nil ? .vod : .live(mediaSequence: mediaSequence, discontinuitySequence: discontinuitySequence)
         // A live playlist's target duration never shrinks, as RFC 8216 requires.
-        let playlist = HLSMediaPlaylist(kind: kind, mapURI: currentMap, segments: segments, ended: ended,
+        let playlist = HLSMediaPlaylist(kind: kind, mapURI: currentMap, segments: Array(segments), ended: ended,
                                         minimumTargetDuration: window == nil ? 1 : longestSegment, independentSegments: independentSegments)
         do {
             try ReplacingFile.write(playlist.render(), to: directory.appendingPathComponent(Self.playlistName), durable: window == nil)

@@ -1,3 +1,4 @@
+import DequeModule
 import MediaCore
 import Dispatch
 import FFmpegBridge
@@ -7,7 +8,7 @@ import Synchronization
 /// job's timeline, so every variant can measure the latency it adds (arrival → sent).
 /// Thread-safe: the ingest records, variant queues look up.
 final class ArrivalTimes: Sendable {
-    private let state = Mutex<(times: [Int64: UInt64], order: [Int64])>(([:], []))
+    private let state = Mutex<(times: [Int64: UInt64], order: Deque<Int64>)>(([:], []))
     /// About ten seconds of pictures at 60 fps.
     static let capacity = 600
 

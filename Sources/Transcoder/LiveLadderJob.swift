@@ -1,3 +1,4 @@
+import DequeModule
 import Dispatch
 import Foundation
 import FFmpegBridge
@@ -101,7 +102,7 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
         var currentSource: LiveSource?
         var publisher: String?
         var publisherSince: Double?
-        var events: [Event] = []
+        var events = Deque<Event>()
         var sourceFormat: (width: Int, height: Int, frameRate: Double?, codecs: String?)?
         var droppedAtIngest = 0
         var notificationsRefused = 0
@@ -182,7 +183,7 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
     }
 
     public var state: State { withShared { $0.lifecycle.state } }
-    public var events: [Event] { withShared { $0.events } }
+    public var events: [Event] { withShared { Array($0.events) } }
 
     /// A publisher started recording; its media arrives through `source`. False when the job
     /// already has a publisher or has ended.

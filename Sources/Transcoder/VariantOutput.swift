@@ -55,7 +55,7 @@ final class VariantOutput {
 
     var isOpen: Bool { hls != nil }
     var meter: BitrateMeter { hls?.meter ?? BitrateMeter() }
-    var segments: [HLSMediaPlaylist.Segment] { hls?.segments ?? [] }
+    var segments: [HLSMediaPlaylist.Segment] { hls.map { Array($0.segments) } ?? [] }
     /// HLS files that could not be written (segments skipped).
     var failedWrites: Int { hls?.failedWrites ?? 0 }
 
