@@ -44,7 +44,7 @@ let package = Package(
         .target(
             name: "RTSPServer",
             dependencies: [
-                "RTSP", "MediaCore", "Transcoder",
+                "RTSP", "MediaCore",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -131,7 +131,10 @@ let package = Package(
         .testTarget(
             name: "ControlPlaneTests",
             dependencies: ["ControlPlane", "LiveNode", "MediaCore", "TestSupport", "Transcoder",
-                           .product(name: "HummingbirdTesting", package: "hummingbird"),
+                           .product(name: "Hummingbird", package: "hummingbird"),
+                           .product(name: "NIOHTTP1", package: "swift-nio"),
+                           .product(name: "NIOPosix", package: "swift-nio"),
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                            .product(name: "JWTKit", package: "jwt-kit"),
                            .product(name: "Crypto", package: "swift-crypto")]
         ),

@@ -9,8 +9,10 @@ when it arrived and its RTP time, and writes the H.264 it got (Annex B) for ffpr
 From that it reports, per player: the rate it received, freeze seconds (a player that starts
 after 1 s of media and stalls when the next picture is late), lag growth (how much further
 behind live it ended than it started, in median seconds over the first and last 10 s), and
-switches (from the node's job view); for the step player also how long after each step its level
-changed. Output: one JSON object per player on standard output.
+switches (from the node's job view); for the step player also how long after each step the node
+decided to move it (its `playerSwitched` event, read from the job's event stream) and how long
+until the move landed (the first picture with the new rung's SPS). Output: one JSON object per
+player on standard output.
 
     edge-players.py RTSP_URL HTTP_BASE SECONDS STEP|- TRACE...   (TRACE: path@start_seconds)
 """
@@ -49,6 +51,9 @@ class Player(threading.Thread):
         self.levels = []  # (monotonic, level)
         self.switches = 0
         self.annexb = open(f"{work}/player{index}.h264", "wb")
+        self.session = None
+        self.last_sps = None
+        self.sps_changes = []  # wall-clock times a different SPS (another rung) arrived
         self.error = None
         self.stop = False
 
@@ -85,6 +90,7 @@ class Player(threading.Thread):
 
         reply = request(f"SETUP {url}/trackID=0 RTSP/1.0\r\nCSeq: 1\r\nTransport: RTP/AVP/TCP;unicast;interleaved=0-1\r\n\r\n")
         session = re.search(r"Session: *([^;\r\n]+)", reply).group(1)
+        self.session = session
         request(f"PLAY {url} RTSP/1.0\r\nCSeq: 2\r\nSession: {session}\r\n\r\n")
         s.settimeout(None)  # a trace's outage can hold everything back for many seconds
         fragments, last, unwrapped = [], None, 0
@@ -127,17 +133,24 @@ class Player(threading.Thread):
                     fragments = [bytes([(payload[0] & 0xE0) | (payload[1] & 0x1F)])]
                 fragments.append(payload[2:])
                 if payload[1] & 0x40:
-                    self.annexb.write(b"\x00\x00\x00\x01" + b"".join(fragments))
+                    self.nal_unit(b"".join(fragments))
             elif kind == 24:  # STAP-A
                 index = 1
                 while index + 2 <= len(payload):
                     length = struct.unpack("!H", payload[index:index + 2])[0]
-                    self.annexb.write(b"\x00\x00\x00\x01" + payload[index + 2:index + 2 + length])
+                    self.nal_unit(payload[index + 2:index + 2 + length])
                     index += 2 + length
             else:
-                self.annexb.write(b"\x00\x00\x00\x01" + payload)
+                self.nal_unit(payload)
             if marker and not self.stop:
                 self.pictures.append((time.monotonic(), unwrapped / 90000))
+
+    def nal_unit(self, unit):
+        self.annexb.write(b"\x00\x00\x00\x01" + unit)
+        if unit and unit[0] & 0x1F == 7:  # an SPS: a new one means the move to another rung landed
+            if self.last_sps is not None and unit != self.last_sps:
+                self.sps_changes.append(time.time())
+            self.last_sps = bytes(unit)
 
     def report(self, start):
         self.annexb.flush()
@@ -177,7 +190,23 @@ def job_players():
         return []
 
 
+def listen_for_switches(moves):
+    """The job's event stream: every playerSwitched event with the node's time, as (time, detail)."""
+    stream = re.sub(r"^rtsp://[^/]+/", "", url)
+    try:
+        with urllib.request.urlopen(f"{http_base}/v1/streams/{stream}/events", timeout=seconds + 60) as reply:
+            for line in reply:
+                if line.startswith(b"data: "):
+                    event = json.loads(line[6:])
+                    if event.get("kind") == "playerSwitched":
+                        moves.append((event["time"], event["detail"]))
+    except Exception:
+        pass
+
+
 work = (sys.argv[0].rsplit("/", 1)[0] if "/" in sys.argv[0] else ".") + "/work/edge"
+moves = []  # (node's wall-clock time, detail) of every switch
+threading.Thread(target=listen_for_switches, args=(moves,), daemon=True).start()
 players = [Player(i, *load_trace(spec)) for i, spec in enumerate(traces)]
 step_player = None
 if step_spec != "-":
@@ -193,13 +222,13 @@ for player in players:
     player.start()
 time.sleep(3)  # every player playing, on the wide link
 start = time.monotonic()
-changes = []  # (second, kbps) of the step player
+changes = []  # (second, kbps, wall-clock time the link changed) of the step player
 for second in range(int(seconds)):
     for player in players:
         if second < len(player.rates):
             player.shape(player.rates[second])
-    if step_player and second < len(step_player.rates) and (second == 0 or step_player.rates[second] != step_player.rates[second - 1]):
-        changes.append((second, step_player.rates[second]))
+            if player is step_player and (second == 0 or player.rates[second] != player.rates[second - 1]):
+                changes.append((second, player.rates[second], time.time()))
     status = {p["address"]: p for p in job_players() if p.get("address")}
     for player in players:
         seen = status.get(f"127.0.0.1:{player.local_port}")
@@ -218,8 +247,12 @@ for player in players:
     result = player.report(start)
     if player is step_player:
         reactions = []
-        for (second, kbps), following in zip(changes[1:], changes[2:] + [(seconds, None)]):
+        for (second, kbps, wall), following in zip(changes[1:], changes[2:] + [(seconds, None, float("inf"))]):
             moved = [at for at, level in player.levels if second <= at < following[0] and at > second]
-            reactions.append({"at": second, "kbps": kbps, "levelChangedAfter": round(moved[0] - second, 1) if moved else None})
+            decided = [at for at, detail in moves if detail.startswith(f"session {player.session} ") and wall <= at < following[2]]
+            landed = [at for at in player.sps_changes if wall <= at < following[2]]
+            reactions.append({"at": second, "kbps": kbps, "levelChangedAfter": round(moved[0] - second, 1) if moved else None,
+                              "decidedAfter": round(decided[0] - wall, 2) if decided else None,
+                              "landedAfter": round(landed[0] - wall, 2) if landed else None})
         result["reactions"] = reactions
     print(json.dumps(result))

@@ -102,7 +102,8 @@ if shares:
     print(f"\nmedian delivered/oracle {sorted(shares)[len(shares) // 2]:.0%}, worst {min(shares):.0%}")
 for p in players:
     if p["player"] == "step":
-        moves = ", ".join(f"{r['kbps']} kbit/s at {r['at']} s: level moved after {r['levelChangedAfter']} s" for r in p.get("reactions", []))
+        moves = ", ".join(f"{r['kbps']} kbit/s at {r['at']} s: decided after {r.get('decidedAfter')} s, landed after {r.get('landedAfter')} s"
+                          for r in p.get("reactions", []))
         print(f"\nstep player: {moves}; freeze {p['freezeSeconds']} s, lag growth {p['lagGrowthSeconds']} s, "
               f"{p['switches']} switches, {p['decoderErrors']} decoder errors; levels {p['levels']}")
     if p.get("error"):

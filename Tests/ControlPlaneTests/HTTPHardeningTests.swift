@@ -3,7 +3,6 @@ import Crypto
 import Foundation
 import HTTPTypes
 import Hummingbird
-import HummingbirdTesting
 import LiveNode
 import NIOCore
 import RTSPServer
@@ -70,8 +69,7 @@ import Glibc
             plane.drain()
             try? plane.store.close()
         }
-        let app = HTTPAPI.makeApplication(plane, host: "127.0.0.1", port: 0)
-        try await app.test(.live) { client in
+        try await withLiveAPI(plane) { client in
             let port = try #require(client.port)
             let limiter = plane.httpConnections
             // Six connections from one address: one sends nothing, the others a header that never ends.
