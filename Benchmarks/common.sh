@@ -24,3 +24,15 @@ benchmark_worker() {
     echo .build/release/abr-worker
   fi
 }
+
+# The edge benchmarks' ladder: live/edge with the top passed through (2 Mbit/s 720p) and three
+# encoded rungs down to 240p.
+edge_ladder_provision() { # path
+  cat >"$1" <<JSON
+[{"streamGuid": "live/edge", "streams": [
+  {"streamGuid": "live/edge_1", "abrLevel": 1, "videoParams": {"videoBitRate": 2000000, "videoWidth": 1280, "videoHeight": 720}},
+  {"streamGuid": "live/edge_2", "abrLevel": 2, "videoParams": {"videoBitRate": 1000000, "videoWidth": 854, "videoHeight": 480}},
+  {"streamGuid": "live/edge_3", "abrLevel": 3, "videoParams": {"videoBitRate": 500000, "videoWidth": 640, "videoHeight": 360}},
+  {"streamGuid": "live/edge_4", "abrLevel": 4, "videoParams": {"videoBitRate": 250000, "videoWidth": 426, "videoHeight": 240}}]}]
+JSON
+}

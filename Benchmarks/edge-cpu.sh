@@ -24,13 +24,7 @@ mkdir -p "$work"
 worker=$(benchmark_worker)
 clip=Benchmarks/work/source-720p30-20s.mp4
 benchmark_source_clip "$clip"
-cat >"$work/edge.json" <<JSON
-[{"streamGuid": "live/edge", "streams": [
-  {"streamGuid": "live/edge_1", "abrLevel": 1, "videoParams": {"videoBitRate": 2000000, "videoWidth": 1280, "videoHeight": 720}},
-  {"streamGuid": "live/edge_2", "abrLevel": 2, "videoParams": {"videoBitRate": 1000000, "videoWidth": 854, "videoHeight": 480}},
-  {"streamGuid": "live/edge_3", "abrLevel": 3, "videoParams": {"videoBitRate": 500000, "videoWidth": 640, "videoHeight": 360}},
-  {"streamGuid": "live/edge_4", "abrLevel": 4, "videoParams": {"videoBitRate": 250000, "videoWidth": 426, "videoHeight": 240}}]}]
-JSON
+edge_ladder_provision "$work/edge.json"
 rtsp=18964
 http=18965
 "$worker" serve --host 127.0.0.1 --rtsp-port $rtsp --http-port $http --data-dir "$PWD/$work/data" --status-interval 0 \

@@ -16,7 +16,9 @@ player on standard output.
 
     edge-players.py RTSP_URL HTTP_BASE SECONDS STEP|- TRACE...   (TRACE: path@start_seconds)
 """
-import json, re, socket, struct, subprocess, sys, threading, time, urllib.request
+import json, re, struct, subprocess, sys, threading, time, urllib.request
+
+from rtsp_play import start_session
 
 url, http_base, seconds, step_spec = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
 traces = sys.argv[5:]
@@ -72,26 +74,8 @@ class Player(threading.Thread):
             self.error = repr(error)
 
     def play(self):
-        s = socket.socket()
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind(("127.0.0.1", self.local_port))
-        host, port = re.match(r"rtsp://([^:/]+):(\d+)/", url).groups()
-        s.connect((host, int(port)))
-        s.settimeout(5)
-        buffer = b""
-
-        def request(text):
-            nonlocal buffer
-            s.sendall(text.encode())
-            while b"\r\n\r\n" not in buffer:
-                buffer += s.recv(65536)
-            head, _, buffer = buffer.partition(b"\r\n\r\n")
-            return head.decode(errors="replace")
-
-        reply = request(f"SETUP {url}/trackID=0 RTSP/1.0\r\nCSeq: 1\r\nTransport: RTP/AVP/TCP;unicast;interleaved=0-1\r\n\r\n")
-        session = re.search(r"Session: *([^;\r\n]+)", reply).group(1)
+        s, session, buffer = start_session(url, ("127.0.0.1", self.local_port))
         self.session = session
-        request(f"PLAY {url} RTSP/1.0\r\nCSeq: 2\r\nSession: {session}\r\n\r\n")
         s.settimeout(None)  # a trace's outage can hold everything back for many seconds
         fragments, last, unwrapped = [], None, 0
         data, at = bytearray(buffer), 0  # parsed in place: slicing per packet would cost more than the link

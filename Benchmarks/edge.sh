@@ -27,13 +27,7 @@ worker=$(benchmark_worker)
 worker=$(realpath "$worker")
 clip=Benchmarks/work/source-720p30-20s.mp4
 benchmark_source_clip "$clip"
-cat >"$work/edge.json" <<JSON
-[{"streamGuid": "live/edge", "streams": [
-  {"streamGuid": "live/edge_1", "abrLevel": 1, "videoParams": {"videoBitRate": 2000000, "videoWidth": 1280, "videoHeight": 720}},
-  {"streamGuid": "live/edge_2", "abrLevel": 2, "videoParams": {"videoBitRate": 1000000, "videoWidth": 854, "videoHeight": 480}},
-  {"streamGuid": "live/edge_3", "abrLevel": 3, "videoParams": {"videoBitRate": 500000, "videoWidth": 640, "videoHeight": 360}},
-  {"streamGuid": "live/edge_4", "abrLevel": 4, "videoParams": {"videoBitRate": 250000, "videoWidth": 426, "videoHeight": 240}}]}]
-JSON
+edge_ladder_provision "$work/edge.json"
 
 namespace=abr-bench-edge-$$
 ip netns add "$namespace"

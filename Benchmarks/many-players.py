@@ -9,34 +9,16 @@ the node counted for them.
 
     many-players.py RTSP_URL HTTP_BASE N SECONDS MODE
 """
-import json, re, selectors, socket, sys, time, urllib.request
+import json, selectors, sys, time, urllib.request
+
+from rtsp_play import start_session
 
 url, http_base, count, seconds, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
-host, port = re.match(r"rtsp://([^:/]+):(\d+)/", url).groups()
 play_url = url + ("?abr=off" if mode == "pinned" else "")
 
 
 def open_player(index):
-    s = socket.socket()
-    s.bind((f"127.0.0.{2 + index // 30}", 0))
-    s.connect((host, int(port)))
-    s.settimeout(5)
-    buffer = b""
-
-    def request(text):
-        nonlocal buffer
-        s.sendall(text.encode())
-        while b"\r\n\r\n" not in buffer:
-            chunk = s.recv(65536)
-            if not chunk:
-                raise ConnectionError("closed during setup")
-            buffer += chunk
-        head, _, buffer = buffer.partition(b"\r\n\r\n")
-        return head.decode(errors="replace")
-
-    reply = request(f"SETUP {url}/trackID=0 RTSP/1.0\r\nCSeq: 1\r\nTransport: RTP/AVP/TCP;unicast;interleaved=0-1\r\n\r\n")
-    session = re.search(r"Session: *([^;\r\n]+)", reply).group(1)
-    s.sendall(f"PLAY {play_url} RTSP/1.0\r\nCSeq: 2\r\nSession: {session}\r\n\r\n".encode())
+    s, session, _ = start_session(url, (f"127.0.0.{2 + index // 30}", 0), play_url)
     s.setblocking(False)
     return s, session
 

@@ -1,0 +1,26 @@
+"""Starting an RTSP/TCP player session by hand, shared by the benchmark players."""
+import re
+import socket
+
+
+def start_session(url, source, play_url=None):
+    """Connects from `source` (address, port), SETUPs the video track interleaved on channels 0-1
+    and PLAYs `play_url` (default `url`). Returns the socket, the session id and the bytes already
+    read past the PLAY request's headers (the first media may follow at once)."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(source)
+    host, port = re.match(r"rtsp://([^:/]+):(\d+)/", url).groups()
+    s.connect((host, int(port)))
+    s.settimeout(5)
+    s.sendall(f"SETUP {url}/trackID=0 RTSP/1.0\r\nCSeq: 1\r\nTransport: RTP/AVP/TCP;unicast;interleaved=0-1\r\n\r\n".encode())
+    buffer = b""
+    while b"\r\n\r\n" not in buffer:
+        chunk = s.recv(65536)
+        if not chunk:
+            raise ConnectionError("closed during SETUP")
+        buffer += chunk
+    head, _, buffer = buffer.partition(b"\r\n\r\n")
+    session = re.search(r"Session: *([^;\r\n]+)", head.decode(errors="replace")).group(1)
+    s.sendall(f"PLAY {play_url or url} RTSP/1.0\r\nCSeq: 2\r\nSession: {session}\r\n\r\n".encode())
+    return s, session, buffer
