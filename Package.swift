@@ -52,6 +52,22 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // RTMP as pure codecs and a session value: handshake, chunks, AMF0, FLV media. No sockets.
+        .target(
+            name: "RTMP",
+            dependencies: ["MediaCore", .product(name: "NIOCore", package: "swift-nio"), .product(name: "Crypto", package: "swift-crypto")]
+        ),
+        // The RTMP ingest listener: publishers into the same policy and registry as RTSP's.
+        .target(
+            name: "RTMPServer",
+            dependencies: [
+                "RTMP", "RTSP", "RTSPServer", "MediaCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         // Provisions → live jobs → republished streams: the node's live behaviour.
         .target(
             name: "LiveNode",
@@ -90,7 +106,7 @@ let package = Package(
         .executableTarget(
             name: "abr-worker",
             dependencies: [
-                "Transcoder", "MediaCore", "RTSPServer", "LiveNode", "ControlPlane", "CAllocator",
+                "Transcoder", "MediaCore", "RTSPServer", "RTMPServer", "LiveNode", "ControlPlane", "CAllocator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),

@@ -43,6 +43,8 @@ public final class ControlPlane: Sendable {
     private let readiness = Atomic<Bool>(false)
     /// `rtsp://host:port` once the RTSP server listens: links on the status page and in job views.
     private let rtspBase = Mutex<String?>(nil)
+    /// Where publishers reach the node over the other protocols (`rtmp://host:port`, `srt://host:port`).
+    private let ingestBases = Mutex<(rtmp: String?, srt: String?)>((nil, nil))
     /// The RTSP server's players, once attached.
     private let playerSource = Mutex<(@Sendable () -> [PlayerStatus])?>(nil)
 
@@ -96,12 +98,32 @@ public final class ControlPlane: Sendable {
     }
     public var rtspBaseURL: String? { rtspBase.withLock { $0 } }
 
+    /// The RTMP and SRT listeners' bases, once they listen.
+    public func setIngest(rtmp: String? = nil, srt: String? = nil) {
+        ingestBases.withLock { bases in
+            if let rtmp { bases.rtmp = rtmp }
+            if let srt { bases.srt = srt }
+        }
+    }
+    public var ingestBaseURLs: (rtmp: String?, srt: String?) { ingestBases.withLock { $0 } }
+
+    /// Every URL a publisher may push `top` (`live/stream1_1`) to, one per protocol the node listens on.
+    public func publishURLs(top: String) -> [String] {
+        var urls = [rtspBaseURL.map { "\($0)/\(top)" }].compactMap { $0 }
+        let bases = ingestBaseURLs
+        if let rtmp = bases.rtmp { urls.append("\(rtmp)/\(top)") }
+        if let srt = bases.srt { urls.append("\(srt)?streamid=publish:\(top)") }
+        return urls
+    }
+
     // MARK: Views
 
     /// A job as `GET /v1/jobs` shows it.
     public struct JobView: Codable, Sendable {
         public struct Publisher: Codable, Sendable {
             public var address: String
+            /// `rtsp`, `rtmp` or `srt`.
+            public var `protocol`: String?
             public var since: Double?
             public var codecs: String?
             public var width: Int?
@@ -197,7 +219,7 @@ public final class ControlPlane: Sendable {
                 hls: "/hls/\(ladder.streamGuid)/\(LiveLadderJob.variantPlaylistPath(ladder: ladder, level: variant.level))")
         }
         let publisher = status?.publisher.map {
-            JobView.Publisher(address: $0, since: status?.publisherSince, codecs: status?.sourceCodecs, width: status?.sourceWidth,
+            JobView.Publisher(address: $0, protocol: status?.publisherProtocol, since: status?.publisherSince, codecs: status?.sourceCodecs, width: status?.sourceWidth,
                               height: status?.sourceHeight, fps: status?.sourceFrameRate)
         }
         let guids = Set(ladder.variants.map(\.streamGuid))

@@ -21,7 +21,7 @@ enum StatusPage {
             sections += """
             <section data-job="\(id)">
               <h2>\(id) <span class="state">\(html(job.state))</span></h2>
-              <p>Publish to <code>\(html(rtsp))/\(html(job.variants.first?.streamGuid ?? ""))</code> ·
+              <p>Publish to \(plane.publishURLs(top: job.variants.first?.streamGuid ?? "").map { "<code>\(html($0))</code>" }.joined(separator: " or ")) ·
                  <a href="\(html(job.hlsMaster))">master.m3u8</a> · <a href="/v1/streams/\(id)/abr">hints</a> ·
                  <a href="/v1/streams/\(id)/events">events</a> · <span class="publisher"></span></p>
               <video controls muted autoplay playsinline preload="auto" width="640" src="\(html(job.hlsMaster))"></video>
@@ -65,7 +65,7 @@ enum StatusPage {
               if (!section) continue;
               section.querySelector(".state").textContent = job.state;
               const p = job.publisher;
-              section.querySelector(".publisher").textContent = p ? `publisher ${p.address}, ${p.width}×${p.height} ${p.codecs || ""} ${p.fps || ""} fps` : "no publisher";
+              section.querySelector(".publisher").textContent = p ? `publisher ${p.address} (${p.protocol || "rtsp"}), ${p.width}×${p.height} ${p.codecs || ""} ${p.fps || ""} fps` : "no publisher";
               for (const v of job.variants) {
                 const row = [...section.querySelectorAll("tr[data-variant]")].find(r => r.dataset.variant === v.streamGuid);
                 if (!row) continue;

@@ -170,7 +170,7 @@ public final class LiveNode: PublishPolicy, Sendable {
             guard job.acceptsPublisher else {
                 return .refuse(status: 403, reason: "\(request.path) already has a publisher")
             }
-            let sps = request.description.media.first(where: \.isH264)?.spropSPS.flatMap({ H264SPS($0) })
+            let sps = request.video
             if let sps, let refusal = job.refusal(ofPicture: sps.width, sps.height, from: request.path) {
                 return .refuse(status: 415, reason: refusal)
             }
@@ -182,7 +182,7 @@ public final class LiveNode: PublishPolicy, Sendable {
                 logger.warning("publish refused: \(refusal)", metadata: ["stream.guid": "\(ladder.streamGuid)"])
                 return .refuse(status: 503, reason: refusal)
             }
-            return .accept(JobInput(job: job, path: request.path, publisher: request.remoteAddress, logger: logger))
+            return .accept(JobInput(job: job, path: request.path, publisher: request.remoteAddress, transport: request.transport, logger: logger))
         }
         if state.withLock({ $0.ladders.values.contains { $0.variants.contains { $0.streamGuid == request.path } } }) {
             return .refuse(status: 403, reason: "\(request.path) is produced by this node; publish the top variant")

@@ -32,3 +32,21 @@ extension MediaSink {
     public func timelineRestarted() {}
     public func refusal(of format: VideoFormat) -> String? { nil }
 }
+
+/// One call a protocol's session makes on its sink, held as a value: a session works out what a
+/// packet completes under its lock, then delivers these in order outside it.
+public enum MediaSinkEvent: Sendable {
+    case formats(video: VideoFormat?, audio: AudioFormat?)
+    case video([[UInt8]], time: MediaTime, isKeyframe: Bool)
+    case audio([UInt8], time: MediaTime)
+    case timelineRestarted
+
+    public func deliver(to sink: any MediaSink) {
+        switch self {
+        case let .formats(video, audio): sink.setFormats(video: video, audio: audio)
+        case let .video(units, time, isKeyframe): sink.writeVideo(units, time: time, isKeyframe: isKeyframe)
+        case let .audio(frame, time): sink.writeAudio(frame, time: time)
+        case .timelineRestarted: sink.timelineRestarted()
+        }
+    }
+}

@@ -2,10 +2,22 @@ import MediaCore
 import RTSP
 import Synchronization
 
+/// A publisher asking to publish `path`, over whichever protocol.
 public struct PublishRequest: Sendable {
     public var path: String
-    public var description: SessionDescription
     public var remoteAddress: String
+    /// `rtsp`, `rtmp` or `srt`: for status, logs and metrics.
+    public var transport: String
+    /// The video format announced before any media (RTSP's SDP); nil when it comes in-band
+    /// (RTMP's sequence header, SRT's stream), and then `MediaSink.refusal(of:)` judges it.
+    public var video: VideoFormat?
+
+    public init(path: String, remoteAddress: String, transport: String, video: VideoFormat?) {
+        self.path = path
+        self.remoteAddress = remoteAddress
+        self.transport = transport
+        self.video = video
+    }
 }
 
 public enum PublishDecision: Sendable {

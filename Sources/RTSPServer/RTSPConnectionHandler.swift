@@ -269,7 +269,12 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
             return Outcome(response: RTSPResponse(status: error.status, body: Array("\(error.description)\n".utf8)))
         }
         let remote = context.remoteAddress?.description ?? "?"
-        switch server.policy.decide(PublishRequest(path: path, description: description, remoteAddress: remote)) {
+        let announcedVideo = description.media.first(where: \.isH264).flatMap { media -> VideoFormat? in
+            let sets = media.formatParameters["sprop-parameter-sets"].map(H264.parameterSets(fromSprop:)) ?? []
+            guard let sps = sets.first(where: { ($0.first ?? 0) & 0x1F == 7 }), let pps = sets.first(where: { ($0.first ?? 0) & 0x1F == 8 }) else { return nil }
+            return VideoFormat(sps: sps, pps: pps, frameRate: media.frameRate)
+        }
+        switch server.policy.decide(PublishRequest(path: path, remoteAddress: remote, transport: "rtsp", video: announcedVideo)) {
         case let .refuse(status, reason):
             logger.info("publish refused", metadata: ["stream.guid": "\(path)", "status": "\(status)", "reason": "\(reason)"])
             return Outcome(response: RTSPResponse(status: status, body: Array("\(reason)\n".utf8)))
@@ -286,20 +291,16 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
                 server.end(revoked, reason: reason)
                 revoked.connection.close(promise: nil)
             }
-            if !server.registry.claimPublisher(path, session: session.id, revoke: revoke) {
-                // The same publisher (it passed the same credentials) may take over from its own
-                // session once that has gone silent: an app that lost its connection reconnects
-                // before the old session times out.
-                guard let holder = server.registry.publisherSession(path).flatMap(server.sessions.session),
-                      holder.mediaIdleNanoseconds >= UInt64(server.configuration.publisherTakeoverSilence * 1e9) else {
-                    return Outcome(response: RTSPResponse(status: 403, body: Array("\(path) already has a publisher\n".utf8)))
-                }
-                logger.info("publisher takes over its silent session", metadata: ["stream.guid": "\(path)", "old.session": "\(holder.id)"])
-                server.registry.revokePublisher(path, reason: "a new connection of the publisher took over")
-                guard server.registry.claimPublisher(path, session: session.id, revoke: revoke) else {
-                    return Outcome(response: RTSPResponse(status: 403, body: Array("\(path) already has a publisher\n".utf8)))
-                }
+            // The same publisher (it passed the same credentials) may take over from its own
+            // session once that has gone silent.
+            let claim = server.registry.claimOrTakeOver(path, session: session.id, takeoverSilence: server.configuration.publisherTakeoverSilence,
+                                                         revoke: revoke) { [weak session] in
+                session.map { Double($0.mediaIdleNanoseconds) / 1e9 } ?? .infinity
             }
+            guard claim.claimed else {
+                return Outcome(response: RTSPResponse(status: 403, body: Array("\(path) already has a publisher\n".utf8)))
+            }
+            if claim.tookOver { logger.info("publisher takes over a silent session", metadata: ["stream.guid": "\(path)"]) }
             if let refusal = server.sessions.insert(session, limits: server.sessionLimits(for: .publisher)) {
                 server.registry.releasePublisher(path, session: session.id)
                 return Outcome(response: RTSPResponse(status: 503, body: Array("\(refusal)\n".utf8)))

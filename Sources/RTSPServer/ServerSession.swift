@@ -107,14 +107,6 @@ final class ServerSession: Sendable {
         }
     }
 
-    /// What one packet completes, for the sink, in order.
-    private enum Delivery {
-        case formats(VideoFormat?, AudioFormat?)
-        case video([[UInt8]], MediaTime, isKeyframe: Bool)
-        case audio([UInt8], MediaTime)
-        case timelineRestarted
-    }
-
     /// Runs one RTP packet from the publisher through its track and hands what completes to the sink.
     ///
     /// Packets of another SSRC, or far out of sequence, are dropped (`RTPSourceFilter`): over UDP
@@ -130,7 +122,7 @@ final class ServerSession: Sendable {
     /// `refusalPersistence` seconds, as a publisher that really switched does at every keyframe.
     func receiveRTP(_ buffer: ByteBuffer, track index: Int, maximumPixels: Int, forgeable: Bool = false) -> String? {
         guard let packet = try? RTPPacket(parsing: buffer) else { return nil }
-        var deliveries: [Delivery] = []
+        var deliveries: [MediaSinkEvent] = []
         var stop: String?
         let sink: (any MediaSink)? = state.withLock { state in
             guard !state.ended, let started = state.recordStarted, index < state.tracks.count else { return nil }
@@ -169,7 +161,7 @@ final class ServerSession: Sendable {
                 let formats = state.tracks.formats
                 guard formats.video != state.announcedFormats.video || formats.audio != state.announcedFormats.audio else { return }
                 state.announcedFormats = formats
-                deliveries.append(.formats(formats.video, formats.audio))
+                deliveries.append(.formats(video: formats.video, audio: formats.audio))
             }
             for (ready, lost) in track.reorder.push(packet) {
                 switch track.kind {
@@ -197,7 +189,7 @@ final class ServerSession: Sendable {
                         let ticks = track.unwrap(unit.timestamp, startTicks: anchorTicks(track))
                         guard track.videoFormat != nil else { continue }
                         announceFormats()
-                        deliveries.append(.video(unit.nalUnits, track.time(ticks), isKeyframe: unit.containsIDR))
+                        deliveries.append(.video(unit.nalUnits, time: track.time(ticks), isKeyframe: unit.containsIDR))
                     }
                     track.kind = .video(depacketizer)
                 case .audio(var depacketizer, let format):
@@ -205,7 +197,7 @@ final class ServerSession: Sendable {
                         if track.jumps(to: frame.timestamp) { restartTimeline() }
                         let ticks = track.unwrap(frame.timestamp, startTicks: anchorTicks(track))
                         announceFormats()
-                        deliveries.append(.audio(frame.data, track.time(ticks)))
+                        deliveries.append(.audio(frame.data, time: track.time(ticks)))
                     }
                     track.kind = .audio(depacketizer, format)
                 case .unsupported:
@@ -217,14 +209,7 @@ final class ServerSession: Sendable {
         }
         if let stop { return stop }
         guard let sink else { return nil }
-        for delivery in deliveries {
-            switch delivery {
-            case let .formats(video, audio): sink.setFormats(video: video, audio: audio)
-            case let .video(units, time, isKeyframe): sink.writeVideo(units, time: time, isKeyframe: isKeyframe)
-            case let .audio(frame, time): sink.writeAudio(frame, time: time)
-            case .timelineRestarted: sink.timelineRestarted()
-            }
-        }
+        for delivery in deliveries { delivery.deliver(to: sink) }
         return nil
     }
 

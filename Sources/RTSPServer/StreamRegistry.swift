@@ -6,6 +6,8 @@ public final class StreamRegistry: Sendable {
     struct PublisherClaim: Sendable {
         var session: String
         var revoke: @Sendable (String) -> Void
+        /// Seconds since that publisher last sent media.
+        var silence: @Sendable () -> Double
     }
 
     private let state = Mutex<(streams: [String: LiveStream], publishers: [String: PublisherClaim])>(([:], [:]))
@@ -52,23 +54,37 @@ public final class StreamRegistry: Sendable {
     public var paths: [String] { state.withLock { $0.streams.keys.sorted() } }
     public var count: Int { state.withLock { $0.streams.count } }
 
-    /// Claims `path` for one publisher session; false when another holds it. `revoke` ends that
-    /// publish (its argument says why) when the path's provision is deleted or replaced.
-    func claimPublisher(_ path: String, session: String, revoke: @escaping @Sendable (String) -> Void) -> Bool {
+    /// Claims `path` for one publisher session, whatever its protocol; false when another holds
+    /// it. `revoke` ends that publish (its argument says why) when the path's provision is deleted
+    /// or replaced, or a new connection of the same publisher takes over.
+    package func claimPublisher(_ path: String, session: String, revoke: @escaping @Sendable (String) -> Void,
+                                silence: @escaping @Sendable () -> Double = { 0 }) -> Bool {
         state.withLock { state in
             guard state.publishers[path] == nil else { return false }
-            state.publishers[path] = PublisherClaim(session: session, revoke: revoke)
+            state.publishers[path] = PublisherClaim(session: session, revoke: revoke, silence: silence)
             return true
         }
     }
 
+    /// Claims `path`, or takes it over from a publisher that has sent nothing for `takeoverSilence`
+    /// seconds: an app that lost its connection reconnects before its old session times out. The
+    /// caller has checked the new publisher passed the same authentication. False when the path
+    /// is held by a publisher that is still sending.
+    package func claimOrTakeOver(_ path: String, session: String, takeoverSilence: Double, revoke: @escaping @Sendable (String) -> Void,
+                                 silence: @escaping @Sendable () -> Double) -> (claimed: Bool, tookOver: Bool) {
+        if claimPublisher(path, session: session, revoke: revoke, silence: silence) { return (true, false) }
+        guard let holder = state.withLock({ $0.publishers[path] }), holder.silence() >= takeoverSilence else { return (false, false) }
+        revokePublisher(path, reason: "a new connection of the publisher took over")
+        return (claimPublisher(path, session: session, revoke: revoke, silence: silence), true)
+    }
+
     /// The session holding `path`'s publisher slot.
-    func publisherSession(_ path: String) -> String? {
+    package func publisherSession(_ path: String) -> String? {
         state.withLock { $0.publishers[path]?.session }
     }
 
     /// Frees `path` when `session` holds it.
-    func releasePublisher(_ path: String, session: String) {
+    package func releasePublisher(_ path: String, session: String) {
         state.withLock { state in
             if state.publishers[path]?.session == session { state.publishers.removeValue(forKey: path) }
         }

@@ -13,6 +13,7 @@ public final class JobInput: MediaSink {
     /// The stream the publisher pushes (`live/stream1_1`) and where from, for sources and logs.
     private let path: String
     private let publisher: String
+    private let transport: String
     private let logger: Logger
     private let state = Mutex<State>(State())
 
@@ -23,10 +24,11 @@ public final class JobInput: MediaSink {
         var newTimeline = false
     }
 
-    public init(job: LiveLadderJob, path: String, publisher: String, logger: Logger) {
+    public init(job: LiveLadderJob, path: String, publisher: String, transport: String = "rtsp", logger: Logger) {
         self.job = job
         self.path = path
         self.publisher = publisher
+        self.transport = transport
         self.logger = logger
     }
 
@@ -43,8 +45,8 @@ public final class JobInput: MediaSink {
                 return existing
             }
             guard let video = state.formats.video,
-                  let made = try? LiveSource(url: "rtsp://\(publisher)/\(path)", video: video, audio: state.formats.audio,
-                                             startsNewTimeline: state.newTimeline) else { return nil }
+                  let made = try? LiveSource(url: "\(transport)://\(publisher)/\(path)", video: video, audio: state.formats.audio,
+                                             transport: transport, startsNewTimeline: state.newTimeline) else { return nil }
             let resuming = state.live != nil
             state.live = made
             state.attached = job.attach(made, publisher: publisher)

@@ -63,6 +63,8 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
         public var streamGuid: String
         public var state: State
         public var publisher: String?
+        /// How the publisher sends: `rtsp`, `rtmp` or `srt`.
+        public var publisherProtocol: String?
         public var publisherSince: Double?
         public var sourceWidth: Int?
         public var sourceHeight: Int?
@@ -245,8 +247,8 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
     }
 
     public var status: Status {
-        let (state, publisher, since, format, dropped, elapsed, refused) = withShared {
-            ($0.lifecycle.state, $0.publisher, $0.publisherSince, $0.sourceFormat, $0.droppedAtIngest + ($0.currentSource?.droppedFrames ?? 0),
+        let (state, publisher, transport, since, format, dropped, elapsed, refused) = withShared {
+            ($0.lifecycle.state, $0.publisher, $0.currentSource?.transport, $0.publisherSince, $0.sourceFormat, $0.droppedAtIngest + ($0.currentSource?.droppedFrames ?? 0),
              $0.publishedSeconds + ($0.runningSince.map(Self.seconds(since:)) ?? 0), $0.notificationsRefused)
         }
         let variants = pipelineSnapshot.map { pipeline -> VariantStatus in
@@ -259,7 +261,7 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
                                  latencyP50: s.latencyP50, latencyP99: s.latencyP99, busySeconds: s.busySeconds,
                                  segmentWriteFailures: s.segmentWriteFailures, shed: pipeline.isShed, shedFrames: s.shedFrames)
         }
-        return Status(streamGuid: ladder.streamGuid, state: state, publisher: publisher, publisherSince: since,
+        return Status(streamGuid: ladder.streamGuid, state: state, publisher: publisher, publisherProtocol: transport, publisherSince: since,
                       sourceWidth: format?.width, sourceHeight: format?.height, sourceFrameRate: format?.frameRate ?? measuredFrameRate(variants, elapsed: elapsed),
                       sourceCodecs: format?.codecs, droppedAtIngest: dropped, notificationsRefused: refused, variants: variants)
     }

@@ -26,6 +26,8 @@ public final class LiveSource: PacketReader, @unchecked Sendable {
     public static let pollInterval = 0.25
 
     public let startsNewTimeline: Bool
+    /// How the publisher sends (`rtsp`, `rtmp`, `srt`).
+    public let transport: String
 
     private let condition = NSCondition()
     private var pending = Deque<(packet: Packet, arrival: UInt64)>()
@@ -48,10 +50,11 @@ public final class LiveSource: PacketReader, @unchecked Sendable {
     ///   - audio: its AAC track, if any.
     ///   - startsNewTimeline: the publisher's timestamps jumped and this source carries on after
     ///     the jump: the job marks a discontinuity in every variant's HLS.
-    public init(url: String, video: VideoFormat, audio: AudioFormat?, startsNewTimeline: Bool = false) throws {
+    public init(url: String, video: VideoFormat, audio: AudioFormat?, transport: String = "rtsp", startsNewTimeline: Bool = false) throws {
         let (sps, pps, frameRate) = (video.sps, video.pps, video.frameRate)
         guard let parsed = H264SPS(sps) else { throw TranscodeError.badInput("\(url): the publisher's SPS cannot be read") }
         self.url = url
+        self.transport = transport
         self.startsNewTimeline = startsNewTimeline
         reorderDepth = parsed.reorderDepth
         statedFrameRate = frameRate.flatMap { $0 > 0 ? $0 : nil }

@@ -7,6 +7,7 @@ import Logging
 import MediaCore
 import Metrics
 import Prometheus
+import RTMPServer
 import RTSPServer
 import ServiceLifecycle
 import Transcoder
@@ -40,6 +41,9 @@ struct Serve: AsyncParsableCommand {
 
     @Option(help: "RTSP port for publishers and players; 0 picks a free one.")
     var rtspPort = 8554
+
+    @Option(help: "RTMP port for publishers (ffmpeg -f flv, OBS, GStreamer rtmp2sink); 0 picks a free one, -1 turns RTMP off.")
+    var rtmpPort = 1935
 
     @Option(help: "HTTP port of the control plane, HLS and status page; 0 picks a free one.")
     var httpPort = 5080
@@ -87,6 +91,7 @@ struct Serve: AsyncParsableCommand {
         for (name, port) in [("--rtsp-port", rtspPort), ("--http-port", httpPort)] where !(0...65535).contains(port) {
             throw ValidationError("\(name) must be 0 to 65535 (got \(port))")
         }
+        guard (-1...65535).contains(rtmpPort) else { throw ValidationError("--rtmp-port must be -1 (off) or 0 to 65535 (got \(rtmpPort))") }
         if let origin, OriginPusher.hostAndPort(origin) == nil {
             throw ValidationError("--origin must be rtsp://host[:port] (got \(origin))")
         }
@@ -181,6 +186,20 @@ struct Serve: AsyncParsableCommand {
             throw CLIError(message: "cannot listen for RTSP on \(host):\(self.rtspPort): \(error)", status: .failure)
         }
         let rtspBase = "rtsp://\(host):\(rtspPort)"
+        var rtmpService: RTMPService?
+        if self.rtmpPort >= 0 {
+            var rtmp = RTMPService.Configuration()
+            rtmp.host = host
+            rtmp.port = self.rtmpPort
+            let service = RTMPService(configuration: rtmp, registry: registry, policy: plane.node)
+            do {
+                let port = try service.start()
+                plane.setIngest(rtmp: "rtmp://\(host):\(port)")
+            } catch {
+                throw CLIError(message: "cannot listen for RTMP on \(host):\(self.rtmpPort): \(error) (--rtmp-port -1 turns RTMP off)", status: .failure)
+            }
+            rtmpService = service
+        }
         plane.setReady(true, rtspBase: rtspBase)
 
         if !credentials.generated.isEmpty {
@@ -199,9 +218,10 @@ struct Serve: AsyncParsableCommand {
             let base = "http://\(httpHost):\(port)"
             var lines = ["HTTP: \(base)/  (status page)   API: \(base)/as/v1/...   metrics: \(base)/metrics",
                          "RTSP: \(rtspBase)/<stream guid>"]
+            if let rtmp = plane.ingestBaseURLs.rtmp { lines.append("RTMP: \(rtmp)/<stream guid>  (publish only)") }
             for ladder in plane.node.ladders {
                 let credentials = ladder.publisherCredentials.map { " (as user \($0.username), with the provision's password)" } ?? ""
-                lines.append("  \(ladder.streamGuid): publish to \(rtspBase)/\(ladder.top.streamGuid)\(credentials)")
+                lines.append("  \(ladder.streamGuid): publish to \(plane.publishURLs(top: ladder.top.streamGuid).joined(separator: " or "))\(credentials)")
                 lines.append("    HLS: \(base)/hls/\(ladder.streamGuid)/master.m3u8")
                 lines.append("    RTSP: " + ladder.variants.map { "\(rtspBase)/\($0.streamGuid)" }.joined(separator: " "))
             }
@@ -212,6 +232,9 @@ struct Serve: AsyncParsableCommand {
         var services: [any Service] = [
             StoreService(store: store, logger: logger),
             rtspService,
+        ]
+        if let rtmpService { services.append(rtmpService) }
+        services += [
             NodeService(plane: plane, statusInterval: statusInterval, logger: logger),
             http,
             MemoryReturn(interval: .seconds(30), logger: logger),

@@ -1,0 +1,207 @@
+import Dispatch
+import Logging
+import MediaCore
+import NIOCore
+import RTMP
+import RTSP
+import RTSPServer
+
+/// One RTMP connection: answers the handshake, runs the publisher's `RTMPPublishSession`, asks
+/// the node whether it may publish, and writes its media into the sink the node gave. Its
+/// connection closing ends the publish (the job's grace starts, as for RTSP).
+final class RTMPConnectionHandler: ChannelInboundHandler {
+    typealias InboundIn = RTMPInbound
+    typealias OutboundOut = ByteBuffer
+
+    private let service: RTMPService
+    private var logger: Logger
+    private var session = RTMPPublishSession()
+    private var encoder = RTMPChunkEncoder()
+    private var admittedAddress: String?
+    private var remote = "?"
+    private let id = "rtmp-" + String(UInt64.random(in: 0...UInt64.max) & 0x7FFF_FFFF_FFFF_FFFF, radix: 16, uppercase: true)
+    private var sink: (any MediaSink)?
+    private var claimedPath: String?
+    private var ended = false
+    private let lastMedia = LastMedia()
+
+    init(service: RTMPService) {
+        self.service = service
+        logger = service.logger
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        remote = context.remoteAddress?.description ?? "?"
+        logger[metadataKey: "rtmp.peer"] = "\(remote)"
+        let address = context.remoteAddress?.ipAddress ?? "?"
+        guard service.connections.admit(address) else {
+            logger.warning("connection refused: too many connections", metadata: ["rtmp.address": "\(address)"])
+            context.close(promise: nil)
+            return
+        }
+        admittedAddress = address
+        service.opened(context.channel)
+        // A connection that has not started publishing by the deadline holds a slot for nothing.
+        context.eventLoop.scheduleTask(in: .seconds(service.configuration.publishDeadline)) { [self] in
+            guard !session.isPublishing, !ended else { return }
+            logger.info("connection closed: no publish within \(service.configuration.publishDeadline) s")
+            finish(context: context, reason: "no publish within the deadline")
+        }
+        context.fireChannelActive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard admittedAddress != nil, !ended else { return }
+        switch unwrapInboundIn(data) {
+        case let .handshake(answer):
+            context.writeAndFlush(wrapOutboundOut(answer), promise: nil)
+        case let .acknowledge(sequence):
+            send([.control(RTMPMessage.Kind.acknowledgement, sequence)], context: context)
+        case let .message(message):
+            perform(session.receive(message), context: context)
+        }
+    }
+
+    private func perform(_ actions: [RTMPPublishSession.Action], context: ChannelHandlerContext) {
+        for action in actions {
+            guard !ended else { return }
+            switch action {
+            case let .send(messages):
+                send(messages, context: context)
+            case let .decide(intent):
+                perform(decide(intent, context: context), context: context)
+            case let .media(event):
+                receive(event, context: context)
+            case let .end(reason, closeConnection):
+                if closeConnection {
+                    finish(context: context, reason: reason)
+                } else {
+                    endPublish(reason: reason)
+                }
+            }
+        }
+    }
+
+    private func send(_ messages: [RTMPMessage], context: ChannelHandlerContext) {
+        var buffer = context.channel.allocator.buffer(capacity: 256)
+        for message in messages { encoder.encode(message, into: &buffer) }
+        context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
+    }
+
+    private func receive(_ event: MediaSinkEvent, context: ChannelHandlerContext) {
+        guard let sink else { return }
+        if case let .formats(video?, _) = event {
+            let refusal = video.width * video.height > service.configuration.maximumPublishPixels
+                ? "the stream's SPS announces a \(video.width)x\(video.height) picture, larger than the node's limit of \(service.configuration.maximumPublishPixels) pixels"
+                : sink.refusal(of: video)
+            if let refusal {
+                logger.warning("publish stopped: \(refusal)", metadata: ["stream.guid": "\(claimedPath ?? "?")"])
+                perform(session.stop(refusal), context: context)
+                return
+            }
+        }
+        lastMedia.touch()
+        event.deliver(to: sink)
+    }
+
+    /// Authentication, the node's policy, then the path's publisher slot.
+    private func decide(_ intent: RTMPPublishIntent, context: ChannelHandlerContext) -> [RTMPPublishSession.Action] {
+        let path = intent.path
+        if let required = service.policy.publisherCredentials(for: path) {
+            guard let user = intent.username, let password = intent.password,
+                  constantTimeEqual(user, required.username), constantTimeEqual(password, required.password) else {
+                logger.warning("authentication failed", metadata: ["stream.guid": "\(path)"])
+                return session.refuse(code: "NetConnection.Connect.Rejected",
+                                      description: "\(path) needs the provision's credentials (?user=…&password=… on the stream key or the URL)")
+            }
+        }
+        switch service.policy.decide(PublishRequest(path: path, remoteAddress: remote, transport: "rtmp", video: nil)) {
+        case let .refuse(status, reason):
+            logger.info("publish refused", metadata: ["stream.guid": "\(path)", "status": "\(status)", "reason": "\(reason)"])
+            return session.refuse(code: [403, 404].contains(status) ? "NetStream.Publish.BadName" : "NetStream.Publish.Rejected", description: reason)
+        case let .accept(sink):
+            let channel = context.channel
+            let (logger, service) = (self.logger, self.service)
+            let claim = service.registry.claimOrTakeOver(path, session: id, takeoverSilence: service.configuration.publisherTakeoverSilence,
+                                                         revoke: { reason in
+                logger.notice("publish revoked: \(reason)", metadata: ["stream.guid": "\(path)"])
+                channel.close(promise: nil)
+            }, silence: { [lastMedia] in lastMedia.seconds })
+            guard claim.claimed else {
+                return session.refuse(code: "NetStream.Publish.BadName", description: "\(path) already has a publisher")
+            }
+            if claim.tookOver { logger.info("publisher takes over a silent session", metadata: ["stream.guid": "\(path)"]) }
+            self.sink = sink
+            claimedPath = path
+            lastMedia.touch()
+            logger.info("publisher started", metadata: ["stream.guid": "\(path)", "protocol": "rtmp"])
+            return session.accept()
+        }
+    }
+
+    /// The publish is over (the connection may stay for a little while, as clients close it).
+    private func endPublish(reason: String) {
+        if let path = claimedPath {
+            service.registry.releasePublisher(path, session: id)
+            claimedPath = nil
+            logger.info("publisher ended: \(reason)", metadata: ["stream.guid": "\(path)"])
+        }
+        sink?.end(reason: reason)
+        sink = nil
+    }
+
+    /// Ends the publish and closes the connection once what was written is out.
+    private func finish(context: ChannelHandlerContext, reason: String) {
+        guard !ended else { return }
+        ended = true
+        endPublish(reason: reason)
+        context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(capacity: 0))).whenComplete { _ in
+            context.close(promise: nil)
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        ended = true
+        endPublish(reason: "connection closed")
+        if let admittedAddress {
+            service.connections.release(admittedAddress)
+            self.admittedAddress = nil
+            service.closed(context.channel)
+        }
+        context.fireChannelInactive()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is IdleStateHandler.IdleStateEvent {
+            logger.info("connection closed: nothing received for \(service.configuration.idleTimeout) s")
+            finish(context: context, reason: "the publisher sent nothing for \(service.configuration.idleTimeout) s")
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        if let error = error as? RTMPProtocolError {
+            logger.warning("closing connection: \(error)", metadata: ["stream.guid": "\(claimedPath ?? "-")"])
+        } else if let error = error as? IOError, [ECONNRESET, EPIPE].contains(error.errnoCode) {
+            logger.info("connection closed: \(error)")
+        } else {
+            logger.warning("connection closed after an error: \(error)")
+        }
+        ended = true
+        endPublish(reason: "\(error)")
+        context.close(promise: nil)
+    }
+}
+
+/// When a publisher last sent media, readable from any thread (a takeover asks from another connection).
+final class LastMedia: Sendable {
+    private let uptime = Atomic<UInt64>(DispatchTime.now().uptimeNanoseconds)
+    func touch() { uptime.store(DispatchTime.now().uptimeNanoseconds, ordering: .relaxed) }
+    var seconds: Double { Double(DispatchTime.now().uptimeNanoseconds &- uptime.load(ordering: .relaxed)) / 1e9 }
+}
+
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
