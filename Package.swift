@@ -68,6 +68,18 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // libsrt (Debian's libsrt-gnutls-dev: the flavour Debian's libavformat links, so the process holds
+        // one libsrt), imported only by SRTServer, as CFFmpeg is by FFmpegBridge.
+        .systemLibrary(name: "CSRT", pkgConfig: "srt", providers: [.apt(["libsrt-gnutls-dev"])]),
+        // The SRT listener: MPEG-TS publishers, demuxed by libavformat from memory, into the same policy as RTSP's.
+        .target(
+            name: "SRTServer",
+            dependencies: [
+                "CSRT", "FFmpegBridge", "RTSP", "RTSPServer", "MediaCore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         // Provisions → live jobs → republished streams: the node's live behaviour.
         .target(
             name: "LiveNode",
@@ -93,7 +105,7 @@ let package = Package(
         ),
         .target(
             name: "FFmpegBridge",
-            dependencies: ["CFFmpeg", "MediaCore"]
+            dependencies: ["CFFmpeg", "MediaCore", .product(name: "DequeModule", package: "swift-collections")]
         ),
         .target(
             name: "Transcoder",
@@ -106,7 +118,7 @@ let package = Package(
         .executableTarget(
             name: "abr-worker",
             dependencies: [
-                "Transcoder", "MediaCore", "RTSPServer", "RTMPServer", "LiveNode", "ControlPlane", "CAllocator",
+                "Transcoder", "MediaCore", "RTSPServer", "RTMPServer", "SRTServer", "LiveNode", "ControlPlane", "CAllocator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
@@ -117,13 +129,15 @@ let package = Package(
         .target(
             name: "FuzzTargets",
             dependencies: [
-                "RTSP", "RTSPServer", "Transcoder", "MediaCore",
+                "RTSP", "RTMP", "RTSPServer", "Transcoder", "MediaCore",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ]
         ),
         .executableTarget(name: "abr-fuzz", dependencies: ["FuzzTargets"]),
         .testTarget(name: "MediaCoreTests", dependencies: ["MediaCore"]),
+        .testTarget(name: "RTMPTests", dependencies: ["RTMP", "MediaCore", .product(name: "NIOCore", package: "swift-nio"),
+                                                    .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(
             name: "RTSPTests",
             dependencies: ["RTSP", "MediaCore", .product(name: "NIOCore", package: "swift-nio"),

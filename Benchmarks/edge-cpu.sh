@@ -6,7 +6,9 @@
 # idle phase that measures the ladder's encoding alone:
 #   idle, pinned, adaptive, pinned, adaptive
 # and each is measured after a warm-up (players joining and catching up). It reports the node's
-# cores per phase, delivery's share (the phase less idle), and adaptive over pinned both ways.
+# cores per phase, and the cores of the RTSP server's event-loop threads alone (NIO-ELT: where
+# players are packetized, sent to, sampled and moved; encoders run on threads of their own),
+# which the encoders' own variation does not blur; then adaptive over pinned both ways.
 #
 #   Benchmarks/edge-cpu.sh [N]     (default 50; ./abr bench edge-cpu runs it)
 #
@@ -39,6 +41,15 @@ sleep 15  # every rung encoding
 
 hz=$(getconf CLK_TCK)
 node_ticks() { awk '{print $14 + $15}' "/proc/$node/stat"; }
+# The event-loop threads' ticks (SwiftNIO names them NIO-ELT-<group>-#<n>; HTTP's are NIO-SGLTN).
+loop_ticks() {
+  local total=0
+  for task in /proc/$node/task/*; do
+    grep -q '^NIO-ELT' "$task/comm" 2>/dev/null || continue
+    total=$((total + $(awk '{print $14 + $15}' "$task/stat")))
+  done
+  echo "$total"
+}
 # Cores the node used over `seconds`, starting after `warmup` (players, if any, run meanwhile).
 measure() { # mode
   local mode=$1 players_pid=
@@ -48,13 +59,15 @@ measure() { # mode
     players_pid=$!
   fi
   sleep "$warmup"
-  local before after
+  local before after loops_before loops_after
   before=$(node_ticks)
+  loops_before=$(loop_ticks)
   sleep "$phase"
   after=$(node_ticks)
+  loops_after=$(loop_ticks)
   [ -z "$players_pid" ] || wait "$players_pid"
   sleep 3  # the players' sessions end before the next phase
-  python3 -c "print(round(($after - $before) / $hz / $phase, 3))"
+  python3 -c "print(round(($after - $before) / $hz / $phase, 3), round(($loops_after - $loops_before) / $hz / $phase, 3))"
 }
 
 echo "== node CPU: $players players of live/edge_1 (2 Mbit/s), $phase s per phase after $warmup s" >&2
@@ -63,20 +76,24 @@ declare -A cores
 for round in 1 2; do
   for mode in pinned adaptive; do
     cores[$mode.$round]=$(measure $mode $round)
-    echo "  $mode round $round: ${cores[$mode.$round]} cores ($(cat "$work/$mode.$round.json"))" >&2
+    echo "  $mode round $round: ${cores[$mode.$round]} cores, node and event loops ($(cat "$work/$mode.$round.json"))" >&2
   done
 done
 python3 - "$idle" "${cores[pinned.1]}" "${cores[adaptive.1]}" "${cores[pinned.2]}" "${cores[adaptive.2]}" "$work" <<'PY'
 import json, sys
-idle, pinned1, adaptive1, pinned2, adaptive2 = map(float, sys.argv[1:6])
+phases = [tuple(map(float, text.split())) for text in sys.argv[1:6]]
 work = sys.argv[6]
-runs = {f"{mode}.{r}": json.load(open(f"{work}/{mode}.{r}.json")) for mode in ("pinned", "adaptive") for r in (1, 2)}
-print("| phase | node cores | delivery cores (less idle) | Mbit/s to players | players at end | switches |")
+names = ["idle", "pinned.1", "adaptive.1", "pinned.2", "adaptive.2"]
+runs = {name: json.load(open(f"{work}/{name}.json")) for name in names[1:]}
+print("| phase | node cores | RTSP event-loop cores | Mbit/s to players | players at end | switches |")
 print("| --- | --- | --- | --- | --- | --- |")
-print(f"| idle (encoding only) | {idle:.3f} | – | – | – | – |")
-for name, value in (("pinned.1", pinned1), ("adaptive.1", adaptive1), ("pinned.2", pinned2), ("adaptive.2", adaptive2)):
-    run = runs[name]
-    print(f"| {name.replace('.', ' ')} | {value:.3f} | {value - idle:.3f} | {run['megabitsPerSecond']} | {run['connectedAtEnd']}/{run['players']} | {run['switches']} |")
-pinned, adaptive = (pinned1 + pinned2) / 2, (adaptive1 + adaptive2) / 2
-print(f"\nadaptive over pinned, whole node: {adaptive / pinned - 1:+.1%}; delivery alone: {(adaptive - idle) / max(1e-9, pinned - idle) - 1:+.1%}")
+for name, (node, loops) in zip(names, phases):
+    run = runs.get(name)
+    figures = f"{run['megabitsPerSecond']} | {run['connectedAtEnd']}/{run['players']} | {run['switches']}" if run else "– | – | –"
+    print(f"| {name.replace('.', ' ') if run else 'idle (encoding only)'} | {node:.3f} | {loops:.3f} | {figures} |")
+pinned = [phases[1], phases[3]]
+adaptive = [phases[2], phases[4]]
+mean = lambda values, i: sum(v[i] for v in values) / len(values)
+print(f"\nadaptive over pinned: whole node {mean(adaptive, 0) / mean(pinned, 0) - 1:+.1%}; "
+      f"RTSP event loops {mean(adaptive, 1) / max(1e-9, mean(pinned, 1)) - 1:+.1%}")
 PY

@@ -33,6 +33,10 @@ public final class NodeMetrics: Sendable {
         }
         gauge("abr_worker_provisions", "Provisioned streams.").set(to: Double(provisions))
         gauge("abr_worker_publishers", "Publishers currently sending a top variant.").set(to: Double(statuses.filter { $0.publisher != nil }.count))
+        for transport in ["rtsp", "rtmp", "srt"] {
+            gauge("abr_worker_publishers_by_protocol", "Publishers currently sending a top variant, by the protocol they publish with.",
+                  [("protocol", transport)]).set(to: Double(statuses.filter { $0.publisher != nil && $0.publisherProtocol == transport }.count))
+        }
         gauge("abr_worker_ingest_dropped_frames", "Frames dropped at ingest, summed over current jobs.")
             .set(to: Double(statuses.reduce(0) { $0 + $1.droppedAtIngest }))
         gauge("abr_worker_notifications_refused", "Publisher notifications not recorded (unknown names, over the rate limit), summed over current jobs.")

@@ -70,6 +70,9 @@ public final class MediaInput: PacketReader {
         case idle
     }
 
+    /// A live stream's bytes, when they come through `ByteFeed` rather than a URL libavformat opens.
+    private var feed: ByteFeed?
+
     /// - Parameter timeoutSeconds: for network inputs, how long a read may stall before it fails.
     public init(url: String, timeoutSeconds: Int = 10) throws(FFmpegError) {
         self.url = url
@@ -84,8 +87,65 @@ public final class MediaInput: PacketReader {
         var context: UnsafeMutablePointer<AVFormatContext>? = nil
         try check(avformat_open_input(&context, url, nil, &options), "cannot open input \(url)")
         self.context = context
-        try check(avformat_find_stream_info(context, nil), "cannot read stream information from \(url)")
+        try readStreams(analyzeDuration: nil)
+    }
+
+    /// A live stream in container `format` (`mpegts`) read from `feed` on this thread, which
+    /// blocks while the feed waits for bytes: what an SRT publisher sends. `name` is for messages.
+    /// Stream information is judged from at most `analyzeDuration` seconds of it.
+    public init(feed: ByteFeed, format: String, name: String, analyzeDuration: Double = 1) throws(FFmpegError) {
+        self.url = name
+        self.feed = feed
+        guard let inputFormat = av_find_input_format(format) else {
+            throw FFmpegError(operation: "av_find_input_format", message: "this FFmpeg has no \(format) demuxer")
+        }
+        guard let allocated = avformat_alloc_context() else { throw FFmpegError(operation: "avformat_alloc_context", message: "out of memory") }
+        let bufferSize: Int32 = 64 * 1024
+        guard let buffer = av_malloc(Int(bufferSize)) else {
+            avformat_free_context(allocated)
+            throw FFmpegError(operation: "av_malloc", message: "out of memory")
+        }
+        // The feed outlives the context: this object holds it, and the context dies in deinit first.
+        let io = avio_alloc_context(buffer.assumingMemoryBound(to: UInt8.self), bufferSize, 0, Unmanaged.passUnretained(feed).toOpaque(),
+                                    { opaque, destination, size in
+            guard let opaque, let destination, size > 0 else { return cffmpeg_averror_eof() }
+            let read = Unmanaged<ByteFeed>.fromOpaque(opaque).takeUnretainedValue().read(into: destination, count: Int(size))
+            return read > 0 ? Int32(read) : cffmpeg_averror_eof()
+        }, nil, nil)
+        guard let io else {
+            av_free(buffer)
+            avformat_free_context(allocated)
+            throw FFmpegError(operation: "avio_alloc_context", message: "out of memory")
+        }
+        allocated.pointee.pb = io
+        allocated.pointee.flags |= AVFMT_FLAG_CUSTOM_IO
+        var context: UnsafeMutablePointer<AVFormatContext>? = allocated
+        let opened = avformat_open_input(&context, name, inputFormat, nil)
+        guard opened >= 0 else {
+            // libavformat freed the context it was given, not the custom IO.
+            Self.free(io)
+            try check(opened, "cannot read \(format) from \(name)")
+            return
+        }
+        self.context = context
+        try readStreams(analyzeDuration: analyzeDuration)
+    }
+
+    private static func free(_ io: UnsafeMutablePointer<AVIOContext>) {
+        av_freep(&io.pointee.buffer)
+        var owned: UnsafeMutablePointer<AVIOContext>? = io
+        avio_context_free(&owned)
+    }
+
+    /// What the input's streams are, as libavformat judges them from its first packets.
+    private func readStreams(analyzeDuration: Double?) throws(FFmpegError) {
         guard let context else { throw FFmpegError(operation: "avformat_open_input", message: "no context") }
+        if let analyzeDuration {
+            // A live stream is judged from its first moments; no more than 2 MiB of it is read to do so.
+            context.pointee.max_analyze_duration = Int64(analyzeDuration * 1_000_000)
+            context.pointee.probesize = 2 << 20
+        }
+        try check(avformat_find_stream_info(context, nil), "cannot read stream information from \(url)")
         for i in 0..<Int(context.pointee.nb_streams) {
             guard let stream = context.pointee.streams[i], let par = stream.pointee.codecpar else { continue }
             let kind: StreamInfo.Kind = switch par.pointee.codec_type {
@@ -108,7 +168,9 @@ public final class MediaInput: PacketReader {
     }
 
     deinit {
+        let customIO = feed != nil ? context?.pointee.pb : nil
         avformat_close_input(&context)
+        if let customIO { Self.free(customIO) }
     }
 
     public var formatName: String {

@@ -2,6 +2,7 @@ import Foundation
 import MediaCore
 import NIOCore
 import NIOEmbedded
+import RTMP
 import RTSP
 import RTSPServer
 import Transcoder
@@ -29,6 +30,9 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case rtspAuthorization = "rtsp-authorization"
     case hlsPlaylist = "hls-playlist"
     case mediaTime = "media-time"
+    case amf0
+    case flvMedia = "flv-media"
+    case rtmpSession = "rtmp-session"
 
     public func run(_ bytes: [UInt8]) {
         switch self {
@@ -52,6 +56,9 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             let next = HLSPlaylistContinuation(playlistText: String(decoding: bytes, as: UTF8.self))
             precondition(next.staleFiles.allSatisfy { !$0.contains("/") }, "a playlist named a file outside its folder")
         case .mediaTime: Self.mediaTime(bytes)
+        case .amf0: Self.amf0(bytes)
+        case .flvMedia: Self.flvMedia(bytes)
+        case .rtmpSession: Self.rtmpSession(bytes)
         }
     }
 
@@ -271,6 +278,54 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
                     precondition(rungs.contains { $0.level == policy.level }, "policy left the ladder")
                 }
             }
+        }
+    }
+
+    /// AMF0 as RTMP commands carry it: whatever decodes must encode and decode to the same values.
+    static func amf0(_ bytes: [UInt8]) {
+        guard let values = try? AMF0.decodeAll(ByteBuffer(bytes: bytes)) else { return }
+        let again = try? AMF0.decodeAll(AMF0.encode(values))
+        precondition(again == values, "AMF0 did not survive a round trip")
+    }
+
+    /// An FLV video or audio tag body (the first byte chooses which), with a NAL length size of 1 to 4.
+    static func flvMedia(_ bytes: [UInt8]) {
+        guard let first = bytes.first else { return }
+        let payload = ByteBuffer(bytes: bytes.dropFirst())
+        if first & 1 == 0 {
+            if case let .picture(units, _, _)? = try? FLVVideo.parse(payload, lengthSize: Int(first >> 1 & 3) + 1) {
+                precondition(units.allSatisfy { !$0.isEmpty }, "an empty NAL unit")
+            }
+        } else {
+            _ = try? FLVAudio.parse(payload)
+        }
+    }
+
+    /// A whole RTMP publisher's bytes after its C0+C1 and C2, cut into reads by the first byte, through
+    /// the chunk decoder and the publish session (which is accepted when it asks): no message may
+    /// exceed the limit, and nothing may trap, whatever commands and media the bytes hold.
+    static func rtmpSession(_ bytes: [UInt8]) {
+        guard let first = bytes.first else { return }
+        var decoder = RTMPChunkDecoder()
+        var session = RTMPPublishSession()
+        var buffer = ByteBuffer(bytes: [3] + [UInt8](repeating: 0, count: 2 * RTMPHandshake.packetSize))
+        var chunks = bytes.dropFirst().chunks(of: Int(first) * 16 + 1)[...]
+        while true {
+            do {
+                while let item = try decoder.next(&buffer) {
+                    guard case let .message(message)? = item else { continue }
+                    precondition(message.payload.readableBytes <= decoder.limits.maximumMessageLength, "a message over the limit")
+                    var actions = session.receive(message)
+                    while !actions.isEmpty {
+                        let action = actions.removeFirst()
+                        if case .decide = action { actions += session.accept() }
+                    }
+                }
+            } catch {
+                return
+            }
+            guard let chunk = chunks.popFirst() else { return }
+            buffer.writeBytes(chunk)
         }
     }
 

@@ -144,7 +144,7 @@ public enum AMF0 {
                 // The object-end marker (0x09) after an empty name closes the object.
                 guard let marker = buffer.readInteger(as: UInt8.self) else { throw .truncated }
                 if marker == 0x09 { return properties }
-                buffer.moveReaderIndex(forwardBy: -1)
+                buffer.moveReaderIndex(to: buffer.readerIndex - 1)
             }
             properties.append((name, try decode(&buffer, depth: depth + 1, budget: &budget)))
         }

@@ -9,6 +9,13 @@ public struct RTMPPublishIntent: Sendable, Equatable {
     public var username: String?
     public var password: String?
     public var tcUrl: String?
+
+    public init(path: String, username: String? = nil, password: String? = nil, tcUrl: String? = nil) {
+        self.path = path
+        self.username = username
+        self.password = password
+        self.tcUrl = tcUrl
+    }
 }
 
 /// One RTMP publisher's session as a value (RTMP 1.0 §7.2, and the command sequence ffmpeg,
@@ -34,6 +41,8 @@ public struct RTMPPublishSession: Sendable {
         case ended
     }
 
+    /// RTMP's clock.
+    static let millisecond = Rational(1, 1000)
     /// The stream id `createStream` hands out (one publish per connection).
     public static let publishStreamID: UInt32 = 1
     /// What the node tells publishers to acknowledge after, and its peer bandwidth.
@@ -49,7 +58,7 @@ public struct RTMPPublishSession: Sendable {
     private var video: VideoFormat?
     private var audio: AudioFormat?
     private var frameRate: Double?
-    private var timeline = RTMPTimeline()
+    private var timeline = PublisherTimeline(wrapBits: 32)
 
     public init() {}
 
@@ -187,10 +196,16 @@ public struct RTMPPublishSession: Sendable {
             guard format != video else { return [] }
             video = format
             return [.media(.formats(video: video, audio: audio))]
-        case let .picture(units, compositionTime, isKeyframe):
-            guard video != nil else { return [] }  // nothing is decodable before the sequence header
-            let (decode, restarted) = timeline.time(message.timestamp, track: 0)
-            let presentation = MediaTime(ticks: decode + Int64(compositionTime), timeBase: RTMPTimeline.timeBase)
+        case .picture(var units, let compositionTime, let isKeyframe):
+            guard let video else { return [] }  // nothing is decodable before the sequence header
+            // FLV carries the parameter sets only in sequence headers: a keyframe gets them in-band,
+            // as RTP and MPEG-TS publishers send them, so a new sequence header mid-stream reaches
+            // the decoder and the passed-through top at the next IDR.
+            if isKeyframe, !units.contains(where: { ($0.first ?? 0) & 0x1F == H264.NALType.sps.rawValue }) {
+                units.insert(contentsOf: [video.sps, video.pps], at: 0)
+            }
+            let (decode, restarted) = timeline.place(Int64(message.timestamp), track: 0)
+            let presentation = MediaTime(ticks: decode + Int64(compositionTime), timeBase: Self.millisecond)
             return (restarted ? [.media(.timelineRestarted)] : []) + [.media(.video(units, time: presentation, isKeyframe: isKeyframe))]
         case .endOfSequence, .ignored:
             return []
@@ -213,8 +228,8 @@ public struct RTMPPublishSession: Sendable {
             return [.media(.formats(video: video, audio: audio))]
         case let .frame(frame):
             guard audio != nil else { return [] }
-            let (time, restarted) = timeline.time(message.timestamp, track: 1)
-            return (restarted ? [.media(.timelineRestarted)] : []) + [.media(.audio(frame, time: MediaTime(ticks: time, timeBase: RTMPTimeline.timeBase)))]
+            let (time, restarted) = timeline.place(Int64(message.timestamp), track: 1)
+            return (restarted ? [.media(.timelineRestarted)] : []) + [.media(.audio(frame, time: MediaTime(ticks: time, timeBase: Self.millisecond)))]
         }
     }
 
@@ -250,76 +265,7 @@ public struct RTMPPublishSession: Sendable {
         return trimmed.isEmpty ? stream : "\(trimmed)/\(stream)"
     }
 
-    static func splitQuery(_ text: String) -> (String, String) {
-        guard let mark = text.firstIndex(of: "?") else { return (text, "") }
-        return (String(text[..<mark]), String(text[text.index(after: mark)...]))
-    }
+    static func splitQuery(_ text: String) -> (String, String) { PublishTarget.splitQuery(text) }
 
-    /// `user` (or `username`) and `password` from a query, percent-decoded.
-    static func credentials(_ query: String) -> (user: String?, password: String?) {
-        var user: String?
-        var password: String?
-        for pair in query.split(separator: "&") {
-            let parts = pair.split(separator: "=", maxSplits: 1).map(String.init)
-            guard parts.count == 2 else { continue }
-            let value = percentDecoded(parts[1])
-            switch parts[0].lowercased() {
-            case "user", "username": user = value
-            case "password", "pass": password = value
-            default: break
-            }
-        }
-        return (user, password)
-    }
-
-    static func percentDecoded(_ text: String) -> String {
-        var bytes: [UInt8] = []
-        var iterator = Array(text.utf8).makeIterator()
-        while let byte = iterator.next() {
-            if byte == UInt8(ascii: "%"), let high = iterator.next(), let low = iterator.next(),
-               let value = UInt8(String(decoding: [high, low], as: UTF8.self), radix: 16) {
-                bytes.append(value)
-            } else if byte == UInt8(ascii: "+") {
-                bytes.append(UInt8(ascii: " "))
-            } else {
-                bytes.append(byte)
-            }
-        }
-        return String(decoding: bytes, as: UTF8.self)
-    }
-}
-
-/// RTMP's millisecond timestamps on one increasing timeline. Audio and video share the sender's
-/// clock: each time is placed by its signed 32-bit distance from the latest seen on either track
-/// (so wrap-around after 49.7 days is invisible), and a jump on one track (more than 1 s back or
-/// 5 s forward from its own last time: an encoder restarted its clock) is re-anchored just after
-/// the furthest point reached, which starts a new timeline.
-struct RTMPTimeline: Sendable {
-    static let timeBase = Rational(1, 1000)
-    static let maximumBackwardStep: Int64 = 1000
-    static let maximumForwardStep: Int64 = 5000
-
-    private var reference: (raw: UInt32, time: Int64)?
-    private var last: [Int: Int64] = [:]
-
-    /// Milliseconds on the session's timeline for `raw` on `track`, and whether a new timeline starts here.
-    mutating func time(_ raw: UInt32, track: Int) -> (Int64, Bool) {
-        guard let reference else {
-            self.reference = (raw, Int64(raw))
-            last[track] = Int64(raw)
-            return (Int64(raw), false)
-        }
-        var time = reference.time + Int64(Int32(bitPattern: raw &- reference.raw))
-        var restarted = false
-        if let previous = last[track], time - previous < -Self.maximumBackwardStep || time - previous > Self.maximumForwardStep {
-            time = (last.values.max() ?? previous) + 100
-            last = [:]
-            self.reference = (raw, time)
-            restarted = true
-        } else if time > reference.time {
-            self.reference = (raw, time)
-        }
-        last[track] = time
-        return (time, restarted)
-    }
+    static func credentials(_ query: String) -> (user: String?, password: String?) { PublishTarget.credentials(query) }
 }

@@ -23,7 +23,7 @@ final class RTMPConnectionHandler: ChannelInboundHandler {
     private var sink: (any MediaSink)?
     private var claimedPath: String?
     private var ended = false
-    private let lastMedia = LastMedia()
+    private let lastMedia = PublisherActivity()
 
     init(service: RTMPService) {
         self.service = service
@@ -126,7 +126,7 @@ final class RTMPConnectionHandler: ChannelInboundHandler {
                                                          revoke: { reason in
                 logger.notice("publish revoked: \(reason)", metadata: ["stream.guid": "\(path)"])
                 channel.close(promise: nil)
-            }, silence: { [lastMedia] in lastMedia.seconds })
+            }, silence: { [lastMedia] in lastMedia.silence })
             guard claim.claimed else {
                 return session.refuse(code: "NetStream.Publish.BadName", description: "\(path) already has a publisher")
             }
@@ -192,13 +192,6 @@ final class RTMPConnectionHandler: ChannelInboundHandler {
         endPublish(reason: "\(error)")
         context.close(promise: nil)
     }
-}
-
-/// When a publisher last sent media, readable from any thread (a takeover asks from another connection).
-final class LastMedia: Sendable {
-    private let uptime = Atomic<UInt64>(DispatchTime.now().uptimeNanoseconds)
-    func touch() { uptime.store(DispatchTime.now().uptimeNanoseconds, ordering: .relaxed) }
-    var seconds: Double { Double(DispatchTime.now().uptimeNanoseconds &- uptime.load(ordering: .relaxed)) / 1e9 }
 }
 
 import Synchronization

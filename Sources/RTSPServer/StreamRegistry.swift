@@ -97,3 +97,18 @@ public final class StreamRegistry: Sendable {
         claim?.revoke(reason)
     }
 }
+
+/// When a publisher last sent media, readable from any thread: a new connection of the same
+/// publisher may take its stream over once it has been silent long enough.
+public final class PublisherActivity: Sendable {
+    private let uptime = Atomic<UInt64>(DispatchTime.now().uptimeNanoseconds)
+
+    public init() {}
+
+    public func touch() { uptime.store(DispatchTime.now().uptimeNanoseconds, ordering: .relaxed) }
+
+    /// Seconds since the last `touch`.
+    public var silence: Double { Double(DispatchTime.now().uptimeNanoseconds &- uptime.load(ordering: .relaxed)) / 1e9 }
+}
+
+import Dispatch

@@ -8,6 +8,7 @@ import MediaCore
 import Metrics
 import Prometheus
 import RTMPServer
+import SRTServer
 import RTSPServer
 import ServiceLifecycle
 import Transcoder
@@ -44,6 +45,12 @@ struct Serve: AsyncParsableCommand {
 
     @Option(help: "RTMP port for publishers (ffmpeg -f flv, OBS, GStreamer rtmp2sink); 0 picks a free one, -1 turns RTMP off.")
     var rtmpPort = 1935
+
+    @Option(help: "SRT port for MPEG-TS publishers (stream ID: #!::r=live/stream1_1,m=publish,u=USER,p=PASSWORD); 0 picks a free one, -1 turns SRT off. ABR_WORKER_SRT_PASSPHRASE, when set, makes publishers encrypt with it.")
+    var srtPort = 8890
+
+    @Option(help: "SRT receive latency in milliseconds (how long a lost packet may be waited for).")
+    var srtLatency = 120
 
     @Option(help: "HTTP port of the control plane, HLS and status page; 0 picks a free one.")
     var httpPort = 5080
@@ -92,6 +99,8 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("\(name) must be 0 to 65535 (got \(port))")
         }
         guard (-1...65535).contains(rtmpPort) else { throw ValidationError("--rtmp-port must be -1 (off) or 0 to 65535 (got \(rtmpPort))") }
+        guard (-1...65535).contains(srtPort) else { throw ValidationError("--srt-port must be -1 (off) or 0 to 65535 (got \(srtPort))") }
+        guard (20...10_000).contains(srtLatency) else { throw ValidationError("--srt-latency must be 20 to 10000 ms (got \(srtLatency))") }
         if let origin, OriginPusher.hostAndPort(origin) == nil {
             throw ValidationError("--origin must be rtsp://host[:port] (got \(origin))")
         }
@@ -200,6 +209,22 @@ struct Serve: AsyncParsableCommand {
             }
             rtmpService = service
         }
+        var srtService: SRTService?
+        if self.srtPort >= 0 {
+            var srt = SRTService.Configuration()
+            srt.host = host
+            srt.port = self.srtPort
+            srt.latencyMilliseconds = srtLatency
+            srt.passphrase = environment["ABR_WORKER_SRT_PASSPHRASE"].flatMap { $0.isEmpty ? nil : $0 }
+            let service = SRTService(configuration: srt, registry: registry, policy: plane.node)
+            do {
+                let port = try service.start()
+                plane.setIngest(srt: "srt://\(host):\(port)")
+            } catch {
+                throw CLIError(message: "cannot listen for SRT on \(host):\(self.srtPort): \(error) (--srt-port -1 turns SRT off)", status: .failure)
+            }
+            srtService = service
+        }
         plane.setReady(true, rtspBase: rtspBase)
 
         if !credentials.generated.isEmpty {
@@ -219,6 +244,7 @@ struct Serve: AsyncParsableCommand {
             var lines = ["HTTP: \(base)/  (status page)   API: \(base)/as/v1/...   metrics: \(base)/metrics",
                          "RTSP: \(rtspBase)/<stream guid>"]
             if let rtmp = plane.ingestBaseURLs.rtmp { lines.append("RTMP: \(rtmp)/<stream guid>  (publish only)") }
+            if let srt = plane.ingestBaseURLs.srt { lines.append("SRT: \(srt)?streamid=publish:<stream guid>  (publish only, MPEG-TS)") }
             for ladder in plane.node.ladders {
                 let credentials = ladder.publisherCredentials.map { " (as user \($0.username), with the provision's password)" } ?? ""
                 lines.append("  \(ladder.streamGuid): publish to \(plane.publishURLs(top: ladder.top.streamGuid).joined(separator: " or "))\(credentials)")
@@ -234,6 +260,7 @@ struct Serve: AsyncParsableCommand {
             rtspService,
         ]
         if let rtmpService { services.append(rtmpService) }
+        if let srtService { services.append(srtService) }
         services += [
             NodeService(plane: plane, statusInterval: statusInterval, logger: logger),
             http,

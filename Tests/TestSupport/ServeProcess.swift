@@ -23,8 +23,9 @@ public final class ServeProcess: @unchecked Sendable {
     public let process: Process
     public let httpBase: String
     public let rtspBase: String
-    /// `rtmp://127.0.0.1:port`, unless the test turned RTMP off.
+    /// `rtmp://127.0.0.1:port` and `srt://127.0.0.1:port`, unless the test turned them off.
     public private(set) var rtmpBase: String?
+    public private(set) var srtBase: String?
     public let outputFile: URL
     public let errorFile: URL
     /// What the node runs under (a namespace's `ip netns exec …`): its HTTP clients run there too.
@@ -46,7 +47,7 @@ public final class ServeProcess: @unchecked Sendable {
         // Tests count what every rung produces while the suite itself keeps the machine busy: a
         // rung shed for that would fail them for the wrong reason. Shedding has its own tests.
         process.arguments = launcher.dropFirst() + (launcher.isEmpty ? [] : [workerExecutable])
-            + ["serve", "--host", "127.0.0.1", "--rtsp-port", "0", "--rtmp-port", "0", "--http-port", "0", "--data-dir", dataDirectory.path,
+            + ["serve", "--host", "127.0.0.1", "--rtsp-port", "0", "--rtmp-port", "0", "--srt-port", "0", "--http-port", "0", "--data-dir", dataDirectory.path,
                "--status-interval", "0", "--no-load-shedding"] + arguments
         var env = ProcessInfo.processInfo.environment
         for (key, value) in environment { env[key] = value }
@@ -70,6 +71,7 @@ public final class ServeProcess: @unchecked Sendable {
         httpBase = http
         rtspBase = rtsp
         rtmpBase = output.firstMatch(of: /RTMP: (rtmp:\/\/127\.0\.0\.1:\d+)\//).map { String($0.output.1) }
+        srtBase = output.firstMatch(of: /SRT: (srt:\/\/127\.0\.0\.1:\d+)\?/).map { String($0.output.1) }
     }
 
     public var output: String { (try? String(contentsOf: outputFile, encoding: .utf8)) ?? "" }
