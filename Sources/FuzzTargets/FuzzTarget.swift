@@ -33,6 +33,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case amf0
     case flvMedia = "flv-media"
     case rtmpSession = "rtmp-session"
+    case srtStreamID = "srt-stream-id"
+    case elementaryStreams = "elementary-streams"
 
     public func run(_ bytes: [UInt8]) {
         switch self {
@@ -59,6 +61,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .amf0: Self.amf0(bytes)
         case .flvMedia: Self.flvMedia(bytes)
         case .rtmpSession: Self.rtmpSession(bytes)
+        case .srtStreamID: Self.srtStreamID(bytes)
+        case .elementaryStreams: Self.elementaryStreams(bytes)
         }
     }
 
@@ -326,6 +330,42 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             }
             guard let chunk = chunks.popFirst() else { return }
             buffer.writeBytes(chunk)
+        }
+    }
+
+    /// An SRT stream ID as a publisher's handshake carries it: whatever is taken must name a stream
+    /// the node could serve (no empty segment, no `..`).
+    static func srtStreamID(_ bytes: [UInt8]) {
+        guard let target = try? PublishTarget(srtStreamID: String(decoding: bytes, as: UTF8.self)) else { return }
+        precondition(!target.path.isEmpty && !target.path.split(separator: "/", omittingEmptySubsequences: false).contains { $0.isEmpty || $0 == ".." },
+                     "a stream ID gave the path \(target.path)")
+    }
+
+    /// A demuxer's output as an SRT publisher's stream gives it: the first byte picks video or
+    /// audio for each piece (cut by the second), with growing times; formats must come before media.
+    static func elementaryStreams(_ bytes: [UInt8]) {
+        guard bytes.count > 2 else { return }
+        var streams = ElementaryStreams()
+        var sawVideoFormat = false, sawAudioFormat = false
+        var time: Int64 = 0
+        for (index, piece) in bytes.dropFirst(2).chunks(of: Int(bytes[1]) + 1).enumerated() {
+            time += 3000
+            let isVideo = (bytes[0] >> (index % 8)) & 1 == 0
+            let events = isVideo ? streams.video(annexB: Array(piece), pts: time, isKeyframe: index % 5 == 0)
+                                 : streams.audio(adts: Array(piece), pts: time)
+            for event in events {
+                switch event {
+                case let .formats(video, audio):
+                    sawVideoFormat = sawVideoFormat || video != nil
+                    sawAudioFormat = sawAudioFormat || audio != nil
+                case let .video(units, _, _):
+                    precondition(sawVideoFormat && !units.isEmpty && units.allSatisfy { !$0.isEmpty }, "video before its format, or an empty NAL unit")
+                case let .audio(frame, _):
+                    precondition(sawAudioFormat && !frame.isEmpty, "audio before its format, or an empty frame")
+                case .timelineRestarted:
+                    break
+                }
+            }
         }
     }
 
