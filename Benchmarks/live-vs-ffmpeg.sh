@@ -13,7 +13,8 @@
 # Publishers (and ffmpeg processes) start 2/N s apart, so their keyframes (2 s GOP) fall at
 # different moments, as independent publishers' do; ALIGNED=1 starts them together instead.
 #
-# Environment: NODE_ARGS (extra `serve` arguments, e.g. --no-load-shedding), WORKER (an abr-worker
+# Environment: PROTOCOL (rtsp, rtmp or srt: how the node's publishers push; default rtsp),
+# NODE_ARGS (extra `serve` arguments, e.g. --no-load-shedding), WORKER (an abr-worker
 # binary to measure instead of building this tree's, for before/after runs), REPEAT (runs per N,
 # default 1; with more, medians per N follow the table), ALIGNED, FLOOR (default 1: also run
 # the single-threaded library floor, see ffmpeg_side; 0 skips it), SECONDS_PER_RUN
@@ -133,14 +134,18 @@ for n in "${schedule[@]}"; do
   # Admission would refuse the publishers that do not fit (it measures the running jobs), and
   # this measures what happens when they all come: admission counting 1000 cores takes them all.
   # shellcheck disable=SC2086 # NODE_ARGS is a list of arguments
-  "$worker" serve --rtsp-port "$rtsp_port" --http-port "$http_port" --data-dir "$work/data" --status-interval 0 \
+  "$worker" serve --rtsp-port "$rtsp_port" --rtmp-port 18856 --srt-port 18857 --http-port "$http_port" --data-dir "$work/data" --status-interval 0 \
     --capacity-cores 1000 "${arguments[@]}" ${NODE_ARGS:-} >"$work/node.log" 2>&1 &
   node=$!
   sleep 3
   publishers=()
   for i in $(seq 1 "$n"); do
-    ffmpeg -hide_banner -loglevel error -re -stream_loop -1 -i "$clip" -t "$run_seconds" -c copy -f rtsp -rtsp_transport tcp \
-      "rtsp://127.0.0.1:$rtsp_port/live/bench${i}_1" </dev/null >/dev/null 2>&1 &
+    case "${PROTOCOL:-rtsp}" in
+      rtmp) target=(-f flv "rtmp://127.0.0.1:18856/live/bench${i}_1") ;;
+      srt) target=(-f mpegts "srt://127.0.0.1:18857?streamid=#!::r=live/bench${i}_1,m=publish") ;;
+      *) target=(-f rtsp -rtsp_transport tcp "rtsp://127.0.0.1:$rtsp_port/live/bench${i}_1") ;;
+    esac
+    ffmpeg -hide_banner -loglevel error -re -stream_loop -1 -i "$clip" -t "$run_seconds" -c copy "${target[@]}" </dev/null >/dev/null 2>&1 &
     publishers+=($!)
     stagger "$n"
   done

@@ -170,7 +170,7 @@ public final class LiveNode: PublishPolicy, Sendable {
             guard job.acceptsPublisher else {
                 return .refuse(status: 403, reason: "\(request.path) already has a publisher")
             }
-            let sps = request.video
+            let sps = request.sps
             if let sps, let refusal = job.refusal(ofPicture: sps.width, sps.height, from: request.path) {
                 return .refuse(status: 415, reason: refusal)
             }

@@ -115,7 +115,7 @@ final class RTMPConnectionHandler: ChannelInboundHandler {
                                       description: "\(path) needs the provision's credentials (?user=…&password=… on the stream key or the URL)")
             }
         }
-        switch service.policy.decide(PublishRequest(path: path, remoteAddress: remote, transport: "rtmp", video: nil)) {
+        switch service.policy.decide(PublishRequest(path: path, remoteAddress: remote, transport: "rtmp", sps: nil)) {
         case let .refuse(status, reason):
             logger.info("publish refused", metadata: ["stream.guid": "\(path)", "status": "\(status)", "reason": "\(reason)"])
             return session.refuse(code: [403, 404].contains(status) ? "NetStream.Publish.BadName" : "NetStream.Publish.Rejected", description: reason)

@@ -8,15 +8,15 @@ public struct PublishRequest: Sendable {
     public var remoteAddress: String
     /// `rtsp`, `rtmp` or `srt`: for status, logs and metrics.
     public var transport: String
-    /// The video format announced before any media (RTSP's SDP); nil when it comes in-band
-    /// (RTMP's sequence header, SRT's stream), and then `MediaSink.refusal(of:)` judges it.
-    public var video: VideoFormat?
+    /// The SPS announced before any media (RTSP's SDP); nil when it comes in-band (RTMP's
+    /// sequence header, SRT's stream), and then `MediaSink.refusal(of:)` judges it.
+    public var sps: H264SPS?
 
-    public init(path: String, remoteAddress: String, transport: String, video: VideoFormat?) {
+    public init(path: String, remoteAddress: String, transport: String, sps: H264SPS?) {
         self.path = path
         self.remoteAddress = remoteAddress
         self.transport = transport
-        self.video = video
+        self.sps = sps
     }
 }
 

@@ -269,12 +269,8 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
             return Outcome(response: RTSPResponse(status: error.status, body: Array("\(error.description)\n".utf8)))
         }
         let remote = context.remoteAddress?.description ?? "?"
-        let announcedVideo = description.media.first(where: \.isH264).flatMap { media -> VideoFormat? in
-            let sets = media.formatParameters["sprop-parameter-sets"].map(H264.parameterSets(fromSprop:)) ?? []
-            guard let sps = sets.first(where: { ($0.first ?? 0) & 0x1F == 7 }), let pps = sets.first(where: { ($0.first ?? 0) & 0x1F == 8 }) else { return nil }
-            return VideoFormat(sps: sps, pps: pps, frameRate: media.frameRate)
-        }
-        switch server.policy.decide(PublishRequest(path: path, remoteAddress: remote, transport: "rtsp", video: announcedVideo)) {
+        switch server.policy.decide(PublishRequest(path: path, remoteAddress: remote, transport: "rtsp",
+                                                   sps: description.media.first(where: \.isH264)?.spropSPS.flatMap { H264SPS($0) })) {
         case let .refuse(status, reason):
             logger.info("publish refused", metadata: ["stream.guid": "\(path)", "status": "\(status)", "reason": "\(reason)"])
             return Outcome(response: RTSPResponse(status: status, body: Array("\(reason)\n".utf8)))

@@ -173,7 +173,7 @@ public final class SRTService: @unchecked Sendable {
             }
         }
         let sink: any MediaSink
-        switch policy.decide(PublishRequest(path: target.path, remoteAddress: address.full, transport: "srt", video: nil)) {
+        switch policy.decide(PublishRequest(path: target.path, remoteAddress: address.full, transport: "srt", sps: nil)) {
         case let .refuse(status, reason):
             let code: Int32 = switch status {
             case 404: Int32(SRT_REJX_NOTFOUND)

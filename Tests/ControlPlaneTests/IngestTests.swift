@@ -153,12 +153,14 @@ extension IngestTests {
                                              "-f", "rtsp", "-rtsp_transport", "tcp", "rtsp://user:pass@\(node.rtspBase.dropFirst(7))/live/stream1_1"],
                                  timeout: 30)
         #expect(rtsp.status == 0, "\(rtsp.stderr)")
-        // The player joins the interrupted job and stays through the next two publishers.
+        // The player joins the interrupted job and stays through the next two publishers: 10 s of
+        // media is the RTMP publisher's 6 and the first 4 of the SRT one's (media time does not
+        // count the gaps between publishers).
         let recording = scratch.appendingPathComponent("player.ts")
         let player = Process()
         player.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
         player.arguments = ["-hide_banner", "-loglevel", "error", "-rtsp_transport", "tcp", "-i", "\(node.rtspBase)/live/stream1_2",
-                            "-t", "16", "-c", "copy", "-f", "mpegts", "-y", recording.path]
+                            "-t", "10", "-c", "copy", "-f", "mpegts", "-y", recording.path]
         player.standardError = FileHandle.nullDevice
         player.standardInput = FileHandle.nullDevice
         try player.run()
