@@ -37,14 +37,17 @@ cleanup() { kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; }
 trap cleanup EXIT
 for _ in $(seq 1 100); do curl -sf http://127.0.0.1:$http/health >/dev/null && break; sleep 0.2; done
 
-publisher() { # protocol stream seconds → an ffmpeg pushing the clip
+publisher() { # protocol stream seconds → an ffmpeg pushing the clip; its exit status and seconds go to $work/exits
   local target
   case "$1" in
     rtmp) target=(-f flv "rtmp://127.0.0.1:$rtmp/live/$2") ;;
     srt) target=(-f mpegts "srt://127.0.0.1:$srt?streamid=#!::r=live/$2,m=publish") ;;
     *) target=(-f rtsp -rtsp_transport tcp "rtsp://127.0.0.1:$rtsp/live/$2") ;;
   esac
-  ffmpeg -hide_banner -loglevel error -re -stream_loop -1 -i "$clip" -t "$3" -c copy "${target[@]}" </dev/null >>"$work/publishers.log" 2>&1 &
+  ( start=$(date +%s.%N)
+    status=0
+    ffmpeg -hide_banner -loglevel error -re -stream_loop -1 -i "$clip" -t "$3" -c copy "${target[@]}" </dev/null >>"$work/publishers.log" 2>&1 || status=$?
+    echo "$1 $2 $status $(python3 -c "print(round($(date +%s.%N) - $start, 1))")" >>"$work/exits" ) &
 }
 
 echo "== first picture on the lowest rung, $runs runs per protocol" >&2
@@ -90,7 +93,7 @@ while b"$\x00" not in buffer:
     buffer += chunk
 print(protocol, round((time.monotonic() - started) * 1000))
 PY
-    kill "$pid" 2>/dev/null || true
+    pkill -P "$pid" ffmpeg 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
   done
 done
@@ -102,12 +105,13 @@ echo "== crowds: $crowd RTMP and $crowd SRT publishers at once (relays)" >&2
     echo "$code $(( ($(date +%s%N) - start) / 1000000 ))" >>"$work/health.txt"; sleep 0.5
   done ) &
 health=$!
+: >"$work/exits"
 for i in $(seq 1 "$crowd"); do publisher rtmp "crowd-rtmp-$i" 15; publisher srt "crowd-srt-$i" 15; done
 sleep 10
-curl -s http://127.0.0.1:$http/metrics | grep -E '^abr_worker_publishers' >"$work/crowd-metrics.txt" || true
 rss=$(awk '/^VmRSS/ {printf "%.0f", $2 / 1024}' "/proc/$node/status")
 wait "$health" || true
-sleep 8
+# Every publisher has ended: after its 15 s, or at once when refused.
+for _ in $(seq 1 60); do [ "$(wc -l <"$work/exits")" -ge $((2 * crowd)) ] && break; sleep 1; done
 
 python3 - "$work" "$crowd" "$rss" <<'PY'
 import collections, re, statistics, sys
@@ -122,19 +126,15 @@ for protocol in ("rtsp", "rtmp", "srt"):
     values = first.get(protocol, [])
     if values:
         print(f"| {protocol} | {len(values)} | {statistics.median(values):.0f} | {min(values)}–{max(values)} |")
-log = open(f"{work}/serve.log").read()
-def admitted(pattern):
-    return len(set(re.findall(pattern, log)))
-rtmp_started = admitted(r"protocol=rtmp .*stream\.guid=live/crowd-rtmp-(\d+)")
-srt_started = admitted(r"protocol=srt .*stream\.guid=live/crowd-srt-(\d+)")
-srt_refused = log.count("SRT publish refused")
-rtmp_refused = log.count("connection refused: too many connections") + log.count("publish refused")
+exits = [line.split() for line in open(f"{work}/exits")]
 health = [line.split() for line in open(f"{work}/health.txt")]
 ok = [int(ms) for code, ms in health if code == "200"]
 print()
-print(f"| crowd | admitted | refused | /health answered | /health worst (ms) | node RSS (MB) |")
-print(f"| --- | --- | --- | --- | --- | --- |")
-print(f"| {crowd} RTMP + {crowd} SRT | {rtmp_started} RTMP, {srt_started} SRT | {rtmp_refused} RTMP, {srt_refused} SRT | {len(ok)}/{len(health)} | {max(ok) if ok else 'nan'} | {rss} |")
-print()
-print(open(f"{work}/crowd-metrics.txt").read().strip())
+print("| crowd | publishers | admitted (ran their 15 s) | refused (ended at once, with an error) | neither | /health answered | /health worst (ms) | node RSS (MB) |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+for protocol in ("rtmp", "srt"):
+    mine = [e for e in exits if e[0] == protocol and e[1].startswith("crowd")]
+    admitted = sum(1 for e in mine if e[2] == "0" and float(e[3]) >= 14)
+    refused = sum(1 for e in mine if e[2] != "0" and float(e[3]) < 10)
+    print(f"| {protocol.upper()} | {crowd} | {admitted} | {refused} | {crowd - admitted - refused} | {len(ok)}/{len(health)} | {max(ok) if ok else 'nan'} | {rss} |")
 PY
