@@ -77,8 +77,15 @@ public enum RTMPHandshake {
         return answer
     }
 
+    /// A packet's worth of random bytes, eight from each draw of the system generator.
     public static func randomBytes() -> [UInt8] {
         var generator = SystemRandomNumberGenerator()
-        return (0..<packetSize).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(packetSize)
+        for _ in 0..<(packetSize / 8) {
+            let word: UInt64 = generator.next()
+            for shift in stride(from: 0, to: 64, by: 8) { bytes.append(UInt8(truncatingIfNeeded: word >> UInt64(shift))) }
+        }
+        return bytes
     }
 }

@@ -78,6 +78,13 @@ public final class StreamRegistry: Sendable {
         return (claimPublisher(path, session: session, revoke: revoke, silence: silence), true)
     }
 
+    /// Whether a publish of `path` could claim it now: it is free, or its holder has been silent
+    /// for `takeoverSilence` seconds. (For a handshake that must answer before it can claim.)
+    package func canClaimPublisher(_ path: String, takeoverSilence: Double) -> Bool {
+        guard let holder = state.withLock({ $0.publishers[path] }) else { return true }
+        return holder.silence() >= takeoverSilence
+    }
+
     /// The session holding `path`'s publisher slot.
     package func publisherSession(_ path: String) -> String? {
         state.withLock { $0.publishers[path]?.session }

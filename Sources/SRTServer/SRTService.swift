@@ -58,7 +58,7 @@ public final class SRTService: @unchecked Sendable {
     private let state = Mutex<State>(State())
 
     struct State {
-        /// Admitted in the handshake, not yet accepted: the claim waits for the connection.
+        /// Admitted in the handshake, not yet accepted: the stream is claimed once the connection is.
         var pending: [SRTSOCKET: Admission] = [:]
         var publishers: [SRTSOCKET: SRTPublisher] = [:]
         var byAddress: [String: Int] = [:]
@@ -185,15 +185,14 @@ public final class SRTService: @unchecked Sendable {
         case let .accept(accepted):
             sink = accepted
         }
-        let claim = "srt-\(socket)"
-        let clock = PublisherActivity()
-        let claimed = registry.claimOrTakeOver(target.path, session: claim, takeoverSilence: configuration.publisherTakeoverSilence,
-                                               revoke: { [weak self] reason in self?.revoke(socket, reason: reason) },
-                                               silence: { clock.silence })
-        guard claimed.claimed else {
+        // The claim waits for the connection: a handshake may still fail after this (a wrong
+        // passphrase is found later), and a failed one must not hold the stream meanwhile.
+        guard registry.canClaimPublisher(target.path, takeoverSilence: configuration.publisherTakeoverSilence) else {
             sink.end(reason: "refused: already published")
             return refuse(Int32(SRT_REJX_CONFLICT), "\(target.path) already has a publisher")
         }
+        let claim = "srt-\(socket)"
+        let clock = PublisherActivity()
         state.withLock { state in
             state.pending[socket] = Admission(target: target, sink: sink, address: address.full, claim: claim, lastMedia: clock,
                                               admitted: Self.now)
@@ -239,6 +238,19 @@ public final class SRTService: @unchecked Sendable {
                 srt_close(socket)
                 continue
             }
+            let path = admission.target.path
+            let claimed = registry.claimOrTakeOver(path, session: admission.claim, takeoverSilence: configuration.publisherTakeoverSilence,
+                                                   revoke: { [weak self] reason in self?.revoke(socket, reason: reason) },
+                                                   silence: { admission.lastMedia.silence })
+            guard claimed.claimed else {
+                // Another publisher claimed the stream between this one's handshake and now.
+                logger.info("SRT publish refused: \(path) already has a publisher", metadata: ["srt.peer": "\(admission.address)"])
+                state.withLock { $0.release(address: admission.address) }
+                srt_close(socket)
+                admission.sink.end(reason: "refused: already published")
+                continue
+            }
+            if claimed.tookOver { logger.info("publisher takes over a silent session", metadata: ["stream.guid": "\(path)"]) }
             var no: Int32 = 0
             srt_setsockflag(socket, SRTO_RCVSYN, &no, Int32(MemoryLayout<Int32>.size))
             var events = Int32(SRT_EPOLL_IN.rawValue | SRT_EPOLL_ERR.rawValue)
@@ -267,7 +279,7 @@ public final class SRTService: @unchecked Sendable {
         }
     }
 
-    /// Admissions whose connection never completed (a failed passphrase, say) give their claim back.
+    /// Admissions whose connection never completed (a failed passphrase, say) are forgotten.
     private func sweepPending() {
         let stale: [(SRTSOCKET, Admission)] = state.withLock { state in
             let old = state.pending.filter { Self.now - $0.value.admitted > 5 }
@@ -275,10 +287,7 @@ public final class SRTService: @unchecked Sendable {
             for (_, admission) in old { state.release(address: admission.address) }
             return Array(old)
         }
-        for (_, admission) in stale {
-            registry.releasePublisher(admission.target.path, session: admission.claim)
-            admission.sink.end(reason: "the SRT connection was never completed")
-        }
+        for (_, admission) in stale { admission.sink.end(reason: "the SRT connection was never completed") }
     }
 
     /// Ends a publisher's connection (from the loop, or its demuxer when the stream is refused).
@@ -320,10 +329,7 @@ public final class SRTService: @unchecked Sendable {
             registry.releasePublisher(publisher.admission.target.path, session: publisher.admission.claim)
             publisher.stop(reason: "server shutting down")
         }
-        for admission in pending {
-            registry.releasePublisher(admission.target.path, session: admission.claim)
-            admission.sink.end(reason: "server shutting down")
-        }
+        for admission in pending { admission.sink.end(reason: "server shutting down") }
         srt_epoll_release(epoll)
         srt_close(listener)
         srt_cleanup()

@@ -68,6 +68,9 @@ import TestSupport
         }
         try #require(running, "the ladder never ran from RTMP: \((try? String(contentsOf: ffmpegErrors, encoding: .utf8)) ?? "") \(node.log.suffix(1500))")
         #expect(Self.publisher(node)?["protocol"] as? String == "rtmp")
+        // The status page offers every way to publish.
+        let page = (try? node.http("GET", "/"))?.body ?? ""
+        #expect(page.contains("\(rtmp)/live/stream1_1") && page.contains("srt://") && page.contains("\(node.rtspBase)/live/stream1_1"), "\(page.prefix(600))")
         let metrics = (try? node.http("GET", "/metrics"))?.body ?? ""
         #expect(metrics.contains("abr_worker_publishers_by_protocol{protocol=\"rtmp\"} 1"), "\(metrics.split(separator: "\n").filter { $0.contains("publishers") })")
         let played = try runProcess("ffmpeg", ["-hide_banner", "-loglevel", "error", "-rtsp_transport", "tcp", "-i", "\(node.rtspBase)/live/stream1_3",
@@ -124,7 +127,7 @@ extension IngestTests {
         process.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
         process.arguments = ["-hide_banner", "-loglevel", "error"]
             + (input ?? ["-re", "-stream_loop", "-1", "-i", fixture("720p30-h264-aac.mp4"), "-c", "copy"])
-            + ["-t", "\(seconds)", "-f", format, "\(base)?streamid=\(streamID)&latency=120000"]
+            + ["-t", "\(seconds)", "-f", format, "\(base)\(base.contains("?") ? "&" : "?")streamid=\(streamID)&latency=120000"]
         FileManager.default.createFile(atPath: errors.path, contents: nil)
         process.standardError = try FileHandle(forWritingTo: errors)
         process.standardInput = FileHandle.nullDevice
@@ -197,10 +200,16 @@ extension IngestTests {
     @Test func srtRefusesWhatItCannotTakeAndGStreamerPublishes() throws {
         let scratch = Self.scratch()
         defer { try? FileManager.default.removeItem(at: scratch) }
+        // This node makes SRT publishers encrypt: every publish below gives the passphrase but one.
+        let passphrase = "correct-horse-battery"
         let node = try ServeProcess(dataDirectory: scratch.appendingPathComponent("data"),
-                                    arguments: ["--grace", "30", "--provision", fixture("provisions/sm2-3-level.json")])
+                                    arguments: ["--grace", "30", "--provision", fixture("provisions/sm2-3-level.json")],
+                                    environment: ["ABR_WORKER_SRT_PASSPHRASE": passphrase])
         defer { node.stop() }
-        let srt = try #require(node.srtBase)
+        let srt = try #require(node.srtBase) + "?passphrase=\(passphrase)&pbkeylen=16"
+        let withoutPassphrase = scratch.appendingPathComponent("plain.err")
+        let plain = try Self.ffmpegSRT(try #require(node.srtBase), streamID: "publish:live/stream1_1:user:pass", seconds: 2, errors: withoutPassphrase)
+        #expect(waitForExit(plain, timeout: 20) && plain.terminationStatus != 0, "an unencrypted publisher was taken: \(Self.text(withoutPassphrase))")
         for (streamID, why) in [("#!::r=live/stream1_1,m=publish,u=user,p=wrong", "needs the provision's credentials"),
                                 ("#!::r=live/stream1_1,m=request", "play over RTSP or HLS"),
                                 ("publish:live/nothing_1", "not provisioned")] {
@@ -222,8 +231,8 @@ extension IngestTests {
         let gstreamer = Process()
         gstreamer.executableURL = URL(fileURLWithPath: "/usr/bin/gst-launch-1.0")
         // As SRT senders are set up: 7 TS packets to a buffer (one SRT message each), parameter sets at every IDR.
-        gstreamer.arguments = ["-q", "mpegtsmux", "name=mux", "alignment=7", "!", "srtsink", "uri=\(srt)", "streamid=#!::r=live/stream1_1,m=publish,u=user,p=pass",
-                               "latency=120", "wait-for-connection=false",
+        gstreamer.arguments = ["-q", "mpegtsmux", "name=mux", "alignment=7", "!", "srtsink", "uri=\(try #require(node.srtBase))", "streamid=#!::r=live/stream1_1,m=publish,u=user,p=pass",
+                               "latency=120", "passphrase=\(passphrase)", "wait-for-connection=false",
                                "videotestsrc", "is-live=true", "num-buffers=360", "!", "video/x-raw,format=I420,width=1280,height=720,framerate=30/1",
                                "!", "x264enc", "tune=zerolatency", "speed-preset=ultrafast", "key-int-max=60", "bitrate=1500", "!", "h264parse",
                                "config-interval=-1", "!", "queue", "!", "mux.",
