@@ -66,8 +66,9 @@ import TestSupport
         #expect(first.status == 0, "\(first.stderr)")
         #expect(node.waitFor(timeout: 15) { node.jobState("live/stream1") == "interrupted" })
 
-        // Resume, and meanwhile play the lowest variant over RTSP.
-        let publisher = try Self.startPublishing("\(node.rtspBase)/live/stream1_1", seconds: 10)
+        // Resume, and meanwhile play the lowest variant over RTSP (looped: a busy machine must not
+        // see the publisher run out before the job view is read).
+        let publisher = try Self.startPublishing("\(node.rtspBase)/live/stream1_1", seconds: 20, loop: true)
         defer { stopProcess(publisher, signal: SIGINT) }
         #expect(node.waitFor(timeout: 15) { node.jobState("live/stream1") == "running" })
         try Self.play("\(node.rtspBase)/live/stream1_3", seconds: 3, into: scratch.appendingPathComponent("stream1_3.mp4"), width: 640, height: 360)
@@ -81,7 +82,7 @@ import TestSupport
         #expect(variants.count == 3)
         #expect(variants.allSatisfy { ($0["averageBitRate"] as? Int ?? 0) > 0 && ($0["codecs"] as? String ?? "").hasPrefix("avc1.") })
 
-        waitForExit(publisher, timeout: 30)
+        stopProcess(publisher, signal: SIGINT)  // its TEARDOWN interrupts the job
         #expect(node.waitFor(timeout: 15) { node.jobState("live/stream1") == "interrupted" })
         let deleted = try node.http("DELETE", "/as/v1/streams/provision/default/live/stream1", headers: auth)
         #expect(deleted.status == 200)

@@ -223,7 +223,7 @@ func probePackets(_ url: String, transport: String = "tcp", seconds: Int) throws
         let publisher = Process()
         publisher.executableURL = URL(fileURLWithPath: "/usr/bin/gst-launch-1.0")
         publisher.arguments = ["-q", "rtspclientsink", "name=sink", "location=\(node.url("live/stream1_1"))", "user-id=user", "user-pw=pass",
-                               "videotestsrc", "is-live=true", "num-buffers=450", "!", "video/x-raw,width=1280,height=720,framerate=30/1",
+                               "videotestsrc", "is-live=true", "num-buffers=1800", "!", "video/x-raw,width=1280,height=720,framerate=30/1",
                                "!", "x264enc", "tune=zerolatency", "key-int-max=60", "bitrate=2000", "!", "video/x-h264,profile=high",
                                "!", "h264parse", "!", "sink.",
                                "audiotestsrc", "is-live=true", "wave=sine", "!", "audio/x-raw,rate=48000,channels=1",
