@@ -18,6 +18,9 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/vapor/jwt-kit", from: "5.7.1"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        // The fleet's shared store (`--store postgres://…`); it brings NIOSSL for `sslmode`.
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.30.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         // Constant-time comparison of secrets (also jwt-kit's own dependency).
@@ -89,15 +92,25 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
-        // The HTTP API a stream manager calls, its authentication and the SQLite store.
+        // What a node keeps and a fleet shares: provisions, job history, node registry, placement.
+        // SQLite (GRDB) for one node, PostgreSQL (postgres-nio) for a fleet.
+        .target(
+            name: "Store",
+            dependencies: [
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The HTTP API a stream manager calls, its authentication, node requests and the fleet.
         .target(
             name: "ControlPlane",
             dependencies: [
-                "LiveNode", "RTSPServer", "RTSP", "Transcoder", "MediaCore",
+                "LiveNode", "RTSPServer", "RTSP", "Transcoder", "MediaCore", "Store",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "JWTKit", package: "jwt-kit"),
-                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Logging", package: "swift-log"),
@@ -118,7 +131,7 @@ let package = Package(
         .executableTarget(
             name: "abr-worker",
             dependencies: [
-                "Transcoder", "MediaCore", "RTSPServer", "RTMPServer", "SRTServer", "LiveNode", "ControlPlane", "CAllocator",
+                "Transcoder", "MediaCore", "RTSPServer", "RTMPServer", "SRTServer", "LiveNode", "ControlPlane", "Store", "CAllocator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
@@ -160,7 +173,7 @@ let package = Package(
                                                           .product(name: "NIOCore", package: "swift-nio")]),
         .testTarget(
             name: "ControlPlaneTests",
-            dependencies: ["ControlPlane", "LiveNode", "MediaCore", "TestSupport", "Transcoder",
+            dependencies: ["ControlPlane", "Store", "LiveNode", "MediaCore", "TestSupport", "Transcoder",
                            .product(name: "Hummingbird", package: "hummingbird"),
                            .product(name: "NIOHTTP1", package: "swift-nio"),
                            .product(name: "NIOPosix", package: "swift-nio"),

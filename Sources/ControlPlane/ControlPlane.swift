@@ -2,7 +2,9 @@ import Foundation
 import Logging
 import LiveNode
 import MediaCore
+import NIOPosix
 import RTSPServer
+import Store
 import Synchronization
 import Transcoder
 
@@ -21,6 +23,10 @@ public final class ControlPlane: Sendable {
         /// Seconds an HTTP connection may stay open with no request under way (or with a request
         /// head still arriving) before it is closed.
         public var httpIdleTimeout: Int64 = 30
+        /// This node in its fleet: id, group, sub-group, advertised address.
+        public var identity = FleetMembership.Identity()
+        /// Seconds a publisher stays connected after HARD_SUNSET ended its job (the node's grace).
+        public var publisherReleaseAfterHardSunset = 30.0
 
         public init(credentials: NodeCredentials) {
             self.credentials = credentials
@@ -28,7 +34,8 @@ public final class ControlPlane: Sendable {
     }
 
     public let configuration: Configuration
-    public let store: NodeStore
+    public let store: any NodeStore
+    public let fleet: FleetMembership
     public let node: LiveNode
     public let registry: StreamRegistry
     public let provisions: ProvisionBook
@@ -45,13 +52,15 @@ public final class ControlPlane: Sendable {
     private let rtspBase = Mutex<String?>(nil)
     /// Where publishers reach the node over the other protocols (`rtmp://host:port`, `srt://host:port`).
     private let ingestBases = Mutex<(rtmp: String?, srt: String?)>((nil, nil))
-    /// The RTSP server's players, once attached.
-    private let playerSource = Mutex<(@Sendable () -> [PlayerStatus])?>(nil)
+    /// The RTSP server, once attached: its players, and new players refused in HARD_SUNSET.
+    let rtspService = Mutex<RTSPService?>(nil)
 
     public init(configuration: Configuration, nodeConfiguration: LiveNode.Configuration, registry: StreamRegistry,
-                store: NodeStore, metrics: NodeMetrics = NodeMetrics(), logger: Logger = Logger(label: "abr.control")) async {
+                store: any NodeStore, metrics: NodeMetrics = NodeMetrics(), logger: Logger = Logger(label: "abr.control")) async {
         self.configuration = configuration
         self.store = store
+        let fleet = FleetMembership(identity: configuration.identity)
+        self.fleet = fleet
         self.registry = registry
         self.metrics = metrics
         self.logger = logger
@@ -64,7 +73,9 @@ public final class ControlPlane: Sendable {
         }
         self.capacity = capacity
         var nodeConfiguration = nodeConfiguration
-        nodeConfiguration.admission = { capacity.admissionRefusal($0, topPassesThrough: $1) }
+        nodeConfiguration.admission = { ladder, topPassesThrough, resuming in
+            fleet.refusal(resuming: resuming) ?? capacity.admissionRefusal(ladder, topPassesThrough: topPassesThrough)
+        }
         let node = LiveNode(configuration: nodeConfiguration, registry: registry, logger: Logger(label: "abr.node")) { guid, event in
             events.publish(streamGuid: guid, time: event.time, kind: event.kind, detail: event.detail)
         }
@@ -79,7 +90,7 @@ public final class ControlPlane: Sendable {
     /// Shows `rtsp`'s players in job views and on the status page, and turns their moves between
     /// rungs into `playerSwitched` events and the switch counter.
     public func attachPlayers(_ rtsp: RTSPService) {
-        playerSource.withLock { $0 = { rtsp.players() } }
+        rtspService.withLock { $0 = rtsp }
         rtsp.observePlayerSwitches { [self] move in playerSwitched(move) }
     }
 
@@ -90,8 +101,9 @@ public final class ControlPlane: Sendable {
                        detail: "session \(move.session) \(move.direction) from \(move.from) to \(move.to): \(move.reason)")
     }
 
-    /// Ready: the RTSP server listens and the node takes publishers (false again while draining).
-    public var isReady: Bool { readiness.load(ordering: .relaxed) }
+    /// Ready: the RTSP server listens and the node is INSERVICE (false in SOFT_SUNSET, HARD_SUNSET
+    /// and while shutting down), so a load balancer sends it nothing new.
+    public var isReady: Bool { readiness.load(ordering: .relaxed) && fleet.nodeState == .inService }
     public func setReady(_ ready: Bool, rtspBase base: String? = nil) {
         if let base { rtspBase.withLock { $0 = base } }
         readiness.store(ready, ordering: .relaxed)
@@ -184,23 +196,26 @@ public final class ControlPlane: Sendable {
         public var hlsMaster: String
         public var variants: [VariantView]
         /// The job history from the store (detail views only).
-        public var history: [NodeStore.JobEvent]?
+        public var history: [JobEvent]?
     }
 
     public func jobViews() -> [JobView] {
-        node.ladders.map { jobView($0, history: false) }
+        node.ladders.map { jobView($0) }
     }
 
-    /// A job by its top guid or any of its variants' guids.
-    public func jobView(_ guid: String) -> JobView? {
-        ladder(containing: guid).map { jobView($0, history: true) }
+    /// A job by its top guid or any of its variants' guids, with its history from the store.
+    public func jobView(_ guid: String) async -> JobView? {
+        guard let ladder = ladder(containing: guid) else { return nil }
+        var view = jobView(ladder)
+        view.history = try? await store.history(ladder.streamGuid, limit: 100)
+        return view
     }
 
     public func ladder(containing guid: String) -> Ladder? {
         node.ladder(guid) ?? node.ladders.first { $0.variants.contains { $0.streamGuid == guid } }
     }
 
-    private func jobView(_ ladder: Ladder, history: Bool) -> JobView {
+    private func jobView(_ ladder: Ladder) -> JobView {
         let status = node.job(ladder.streamGuid)?.status
         let measured = Dictionary((status?.variants ?? []).map { ($0.abrLevel, $0) }, uniquingKeysWith: { a, _ in a })
         let rtsp = rtspBaseURL
@@ -223,13 +238,13 @@ public final class ControlPlane: Sendable {
                               height: status?.sourceHeight, fps: status?.sourceFrameRate)
         }
         let guids = Set(ladder.variants.map(\.streamGuid))
-        let players = (playerSource.withLock { $0 }?() ?? []).filter { guids.contains($0.requested) }.map {
+        let players = (rtspService.withLock { $0 }?.players() ?? []).filter { guids.contains($0.requested) }.map {
             JobView.PlayerView(session: $0.session, requested: $0.requested, streamGuid: $0.stream, abrLevel: $0.level, adaptive: $0.adaptive,
                                estimateBitRate: $0.estimateBitRate, switches: $0.switches, transport: $0.transport, address: $0.address)
         }
         return JobView(streamGuid: ladder.streamGuid, state: status?.state.rawValue ?? "provisioned", publisher: publisher, players: players,
                        droppedAtIngest: status?.droppedAtIngest ?? 0, notificationsRefused: status?.notificationsRefused ?? 0, hlsMaster: "/hls/\(ladder.streamGuid)/master.m3u8",
-                       variants: variants, history: history ? (try? store.history(ladder.streamGuid)) : nil)
+                       variants: variants, history: nil)
     }
 
     /// The live hints (`abr.json`'s schema), declared figures until measured.
@@ -243,7 +258,7 @@ public final class ControlPlane: Sendable {
     }
 
     public func metricsExposition() -> String {
-        metrics.exposition(statuses: node.jobs.map(\.status), capacity: capacitySnapshot(), provisions: node.ladders.count,
+        metrics.exposition(statuses: node.jobs.map(\.status), capacity: capacitySnapshot(), provisions: node.ladders.count, nodeState: fleet.nodeState,
                            registryOfStreams: registry, sseListeners: events.listenerCount)
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Store
 import Synchronization
 
 /// Fans job events out to Server-Sent-Event listeners and into the job history.
@@ -29,9 +30,9 @@ public final class EventHub: Sendable {
     }
 
     private let state = Mutex(State())
-    private let store: NodeStore?
+    private let store: (any NodeStore)?
 
-    public init(store: NodeStore?) {
+    public init(store: (any NodeStore)?) {
         self.store = store
     }
 
@@ -44,7 +45,7 @@ public final class EventHub: Sendable {
         }
         // Hint updates come with every segment; the history keeps what changes a job's life.
         if kind != "hintsUpdated" {
-            store?.record(NodeStore.JobEvent(streamGuid: streamGuid, time: time, kind: kind, detail: detail))
+            store?.record(JobEvent(streamGuid: streamGuid, time: time, kind: kind, detail: detail))
         }
         continuations.forEach { $0.yield(event) }
     }

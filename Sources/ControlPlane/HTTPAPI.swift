@@ -6,6 +6,7 @@ import Logging
 import MediaCore
 import NIOCore
 import ServiceLifecycle
+import Store
 
 /// The control plane on HTTP, shaped like Red5 Pro Stream Manager 2.0 (`/as/v1/...`) plus the
 /// node's own read-only views (`/v1/...`), HLS, metrics and a status page.
@@ -50,7 +51,7 @@ public enum HTTPAPI {
             let nodeGroup = try nodeGroup(context)
             let body = try await collectBody(request)
             do {
-                let stored = try plane.provisions.add(streamManager2: body, nodeGroup: nodeGroup)
+                let stored = try await plane.provisions.add(streamManager2: body, nodeGroup: nodeGroup)
                 plane.logger.info("provisioned over HTTP", metadata: ["node.group": "\(nodeGroup)", "streams": "\(stored.map(\.streamGuid))"])
                 return rawJSON("[" + stored.map(\.document).joined(separator: ",") + "]", status: .created)
             } catch {
@@ -60,7 +61,7 @@ public enum HTTPAPI {
 
         router.get("/as/v1/streams/provision/{nodeGroup}") { request, context in
             if let refusal = await authorize(request, plane) { return refusal }
-            let stored = try plane.provisions.list(nodeGroup: try nodeGroup(context))
+            let stored = try await plane.provisions.list(nodeGroup: try nodeGroup(context))
             return rawJSON("[" + stored.map(\.document).joined(separator: ",") + "]")
         }
 
@@ -68,7 +69,7 @@ public enum HTTPAPI {
             if let refusal = await authorize(request, plane) { return refusal }
             let group = try nodeGroup(context)
             let guid = catchAllGuid(context)
-            guard let stored = try plane.provisions.get(guid, nodeGroup: group) else {
+            guard let stored = try await plane.provisions.get(guid, nodeGroup: group) else {
                 return error(.notFound, "\(guid) is not provisioned in node group \(group)")
             }
             return rawJSON(stored.document)
@@ -79,8 +80,7 @@ public enum HTTPAPI {
             let group = try nodeGroup(context)
             let guid = catchAllGuid(context)
             do {
-                // Stopping a job waits for its last segment: off the event loop's threads.
-                let removed = try await offloaded { try plane.provisions.remove(guid, nodeGroup: group) }
+                let removed = try await plane.provisions.remove(guid, nodeGroup: group)
                 plane.logger.info("provision removed over HTTP", metadata: ["stream.guid": "\(guid)"])
                 return rawJSON(removed.document)
             } catch ProvisionBook.Failure.notFound {
@@ -93,7 +93,7 @@ public enum HTTPAPI {
             let guid = try sm1Guid(request, context, plane)
             if let refusal = guid.refusal { return refusal }
             do {
-                let stored = try plane.provisions.add(streamManager1: try await collectBody(request), streamGuid: guid.value)
+                let stored = try await plane.provisions.add(streamManager1: try await collectBody(request), streamGuid: guid.value)
                 return rawJSON(stored.document, status: .created)
             } catch {
                 return provisionFailure(error)
@@ -102,7 +102,7 @@ public enum HTTPAPI {
         router.get("/streammanager/api/4.0/admin/event/meta/{app}/{stream}") { request, context in
             let guid = try sm1Guid(request, context, plane)
             if let refusal = guid.refusal { return refusal }
-            guard let stored = try plane.provisions.get(guid.value, nodeGroup: ProvisionBook.sm1NodeGroup) else {
+            guard let stored = try await plane.provisions.get(guid.value, nodeGroup: ProvisionBook.sm1NodeGroup) else {
                 return error(.notFound, "\(guid.value) has no Stream Manager 1.0 meta")
             }
             return rawJSON(stored.document)
@@ -111,18 +111,79 @@ public enum HTTPAPI {
             let guid = try sm1Guid(request, context, plane)
             if let refusal = guid.refusal { return refusal }
             do {
-                let removed = try await offloaded { try plane.provisions.remove(guid.value, nodeGroup: ProvisionBook.sm1NodeGroup) }
+                let removed = try await plane.provisions.remove(guid.value, nodeGroup: ProvisionBook.sm1NodeGroup)
                 return rawJSON(removed.document)
             } catch ProvisionBook.Failure.notFound {
                 return error(.notFound, "\(guid.value) has no Stream Manager 1.0 meta")
             }
         }
 
+        // MARK: Node requests (public, as the seed's clients call them) and the fleet's admin API
+        for action in ["publish", "subscribe"] {
+            router.get("/as/v1/streams/stream/{nodeGroup}/\(action)/**") { request, context in
+                let group = context.parameters.get("nodeGroup") ?? ""
+                let guid = catchAllGuid(context)
+                do {
+                    let answer = action == "publish"
+                        ? try await plane.publishNode(group: group, streamGuid: guid)
+                        : try await plane.subscribeNode(group: group, streamGuid: guid)
+                    return json([answer])
+                } catch let failure as NodeRequestFailure {
+                    return nodeRequestFailure(failure)
+                }
+            }
+        }
+        // Stream Manager 1.0's node request: `?action=broadcast` (publish) or `subscribe`.
+        router.get("/streammanager/api/4.0/event/{app}/{stream}") { request, context in
+            guard plane.configuration.sm1AccessToken != nil else {
+                return error(.notFound, "the Stream Manager 1.0 API is off: set ABR_WORKER_SM1_ACCESS_TOKEN to turn it on")
+            }
+            let app = context.parameters.get("app") ?? "", stream = context.parameters.get("stream") ?? ""
+            let action = request.uri.queryParameters.get("action") ?? ""
+            do {
+                let answer: NodeAnswer
+                switch action {
+                case "broadcast": answer = try await plane.publishNode(group: ProvisionBook.sm1NodeGroup, streamGuid: "\(app)/\(stream)")
+                case "subscribe": answer = try await plane.subscribeNode(group: ProvisionBook.sm1NodeGroup, streamGuid: "\(app)/\(stream)")
+                default: return error(.badRequest, "action must be broadcast or subscribe (got \(action.prefix(40)))")
+                }
+                let name = answer.streamGuid.split(separator: "/").last.map(String.init) ?? stream
+                return json(["serverAddress": answer.serverAddress, "scope": "/\(app)", "name": name, "rtsp": answer.rtsp])
+            } catch let failure as NodeRequestFailure {
+                return nodeRequestFailure(failure)
+            }
+        }
+        router.get("/as/v1/admin/nodes") { request, _ in
+            if let refusal = await authorize(request, plane) { return refusal }
+            return json(try await plane.fleetNodes())
+        }
+        router.get("/as/v1/admin/nodes/{nodeId}") { request, context in
+            if let refusal = await authorize(request, plane) { return refusal }
+            let id = context.parameters.get("nodeId") ?? ""
+            guard let node = try await plane.fleetNodes().first(where: { $0.nodeId == id }) else { return error(.notFound, "no node \(id.prefix(80)) in the registry") }
+            return json(node)
+        }
+        router.put("/as/v1/admin/nodes/{nodeId}/state") { request, context in
+            if let refusal = await authorize(request, plane) { return refusal }
+            let id = context.parameters.get("nodeId") ?? ""
+            let body = try await collectBody(request)
+            guard case let JSONValue.string(name)? = (try? JSONReader.parse(body))?["state"],
+                  let state = NodeState(rawValue: name) else {
+                return error(.badRequest, "send {\"state\": \"INSERVICE\" | \"SOFT_SUNSET\" | \"HARD_SUNSET\"}")
+            }
+            guard try await plane.requestNodeState(state, nodeId: id) else { return error(.notFound, "no node \(id.prefix(80)) in the registry") }
+            plane.logger.notice("node state requested over HTTP", metadata: ["node.id": "\(id)", "state": "\(state.rawValue)"])
+            // Another node applies it at its next heartbeat (about 2 s).
+            let own = id == plane.fleet.identity.nodeId
+            return json(["nodeId": id, "state": state.rawValue, "applied": own ? "now" : "at the node's next heartbeat"],
+                        status: own ? .ok : .accepted)
+        }
+
         // MARK: The node's own views
         router.get("/v1/jobs") { _, _ in json(plane.jobViews()) }
         router.get("/v1/jobs/**") { _, context in
             let guid = catchAllGuid(context)
-            guard let view = plane.jobView(guid) else { return error(.notFound, "\(guid) is not provisioned") }
+            guard let view = await plane.jobView(guid) else { return error(.notFound, "\(guid) is not provisioned") }
             return json(view)
         }
         router.get("/v1/streams/**") { _, context in
@@ -143,7 +204,8 @@ public enum HTTPAPI {
         router.get("/v1/capacity") { _, _ in json(plane.capacitySnapshot()) }
         router.get("/health") { _, _ in json(["status": "ok"]) }
         router.get("/ready") { _, _ in
-            plane.isReady ? json(["status": "ready"]) : error(.serviceUnavailable, "not ready: the RTSP server is not listening or the node is draining")
+            plane.isReady ? json(["status": "ready", "nodeState": plane.fleet.nodeState.rawValue])
+                : error(.serviceUnavailable, "not ready: node \(plane.fleet.identity.nodeId) is \(plane.fleet.nodeState.rawValue) or its RTSP server is not listening")
         }
         router.get("/metrics") { _, _ in
             Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
@@ -287,10 +349,15 @@ public enum HTTPAPI {
         }
     }
 
-    /// Runs blocking work (waiting for a job to end) on a plain thread.
-    static func offloaded<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(with: Result { try work() }) }
+    static func nodeRequestFailure(_ failure: NodeRequestFailure) -> Response {
+        switch failure {
+        case let .badRequest(message): return error(.badRequest, message)
+        case let .notFound(message): return error(.notFound, message)
+        case let .storeUnavailable(message): return error(.serviceUnavailable, message)
+        case let .noRoom(message, retryAfter):
+            var response = error(.serviceUnavailable, message)
+            response.headers[.retryAfter] = "\(retryAfter)"
+            return response
         }
     }
 

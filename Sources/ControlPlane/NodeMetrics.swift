@@ -1,4 +1,5 @@
 import Foundation
+import Store
 import Prometheus
 import RTSPServer
 import Transcoder
@@ -25,8 +26,12 @@ public final class NodeMetrics: Sendable {
     }
 
     /// Refreshes every gauge, then renders the registry (including whatever else reports into it).
-    public func exposition(statuses: [LiveLadderJob.Status], capacity: CapacityMonitor.Snapshot, provisions: Int,
+    public func exposition(statuses: [LiveLadderJob.Status], capacity: CapacityMonitor.Snapshot, provisions: Int, nodeState: NodeState = .inService,
                            registryOfStreams: StreamRegistry, sseListeners: Int) -> String {
+        for state in NodeState.allCases {
+            gauge("abr_worker_node_state", "1 for the node's service state (INSERVICE, SOFT_SUNSET, HARD_SUNSET), 0 for the others.",
+                  [("state", state.rawValue)]).set(to: state == nodeState ? 1 : 0)
+        }
         for state in ["waitingForPublisher", "running", "interrupted", "ended", "failed"] {
             gauge("abr_worker_jobs", "Live ladder jobs by state.", [("state", state)])
                 .set(to: Double(statuses.filter { $0.state.rawValue == state }.count))

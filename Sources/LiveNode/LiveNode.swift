@@ -25,9 +25,10 @@ public final class LiveNode: PublishPolicy, Sendable {
         /// `rtsp://host:port` of an origin every variant is also pushed to.
         public var origin: String?
         /// Asked before a publisher starts or resumes a ladder's job, with whether its top will be
-        /// passed through (from the announced picture size); a reason refuses the publish with 503
-        /// (the node would fall behind real time with it).
-        public var admission: (@Sendable (Ladder, _ topPassesThrough: Bool) -> String?)?
+        /// passed through (from the announced picture size) and whether it resumes a job waiting for
+        /// its publisher to come back; a reason refuses the publish with 503 (the node would fall
+        /// behind real time with it, or it is leaving service).
+        public var admission: (@Sendable (Ladder, _ topPassesThrough: Bool, _ resuming: Bool) -> String?)?
         /// Sheds the lowest rungs of the node's jobs when it cannot encode all of them in real time
         /// (nil: every rung drops frames by itself when its encoder falls behind).
         public var loadShedder: LoadShedder?
@@ -46,6 +47,9 @@ public final class LiveNode: PublishPolicy, Sendable {
     let logger: Logger
     private let state = Mutex<(ladders: [String: Ladder], jobs: [String: LiveLadderJob], pushers: [String: [OriginPusher]])>(([:], [:], [:]))
     private let eventListener: (@Sendable (String, LiveLadderJob.Event) -> Void)?
+    /// Seconds a publisher stays connected after its job ends (HARD_SUNSET gives publishers the
+    /// grace period to find another node); 0 releases it at once.
+    private let publisherRelease = Mutex<Double>(0)
 
     public init(configuration: Configuration, registry: StreamRegistry, logger: Logger = Logger(label: "abr.node"),
                 onEvent: (@Sendable (String, LiveLadderJob.Event) -> Void)? = nil) {
@@ -135,11 +139,18 @@ public final class LiveNode: PublishPolicy, Sendable {
         let listener = eventListener
         let registry = registry
         let (guid, top) = (ladder.streamGuid, ladder.top.streamGuid)
-        let onEvent: @Sendable (LiveLadderJob.Event) -> Void = { event in
+        let onEvent: @Sendable (LiveLadderJob.Event) -> Void = { [weak self] event in
             // A publisher still connected when its job ends (silent past grace on its session)
             // feeds nothing any more: it is disconnected, and a new publish starts a new job.
             if event.kind == "ended" || event.kind == "failed" {
-                registry.revokePublisher(top, reason: "the job of \(guid) ended")
+                let delay = self?.publisherRelease.withLock { $0 } ?? 0
+                if delay > 0 {
+                    DispatchQueue.global().asyncAfter(deadline: .now() + delay) {
+                        registry.revokePublisher(top, reason: "the node left service")
+                    }
+                } else {
+                    registry.revokePublisher(top, reason: "the job of \(guid) ended")
+                }
             }
             listener?(guid, event)
         }
@@ -149,12 +160,20 @@ public final class LiveNode: PublishPolicy, Sendable {
             hlsWindow: configuration.hlsWindow, sinks: sinks, logger: logger, loadShedder: configuration.loadShedder, onEvent: onEvent)
     }
 
-    /// Stops every job and waits for their outputs to be finished.
-    public func shutdown(timeout: TimeInterval = 30) {
+    /// Stops every job and waits for their outputs to be finished (playlists ended, players told
+    /// to leave). With `releasingPublishersAfter`, publishers stay connected that long first.
+    public func shutdown(timeout: TimeInterval = 30, releasingPublishersAfter delay: Double = 0) {
+        publisherRelease.withLock { $0 = delay }
         let (jobs, pushers) = state.withLock { (Array($0.jobs.values), $0.pushers.values.flatMap { $0 }) }
         jobs.forEach { $0.stop() }
         pushers.forEach { $0.stop() }
         jobs.forEach { $0.waitUntilEnded(timeout: timeout) }
+        publisherRelease.withLock { $0 = 0 }
+    }
+
+    /// Jobs that have a publisher, or wait for theirs to come back: what a drain waits for.
+    public var activeJobs: [LiveLadderJob] {
+        jobs.filter { $0.state == .running || $0.state == .interrupted }
     }
 
     // MARK: PublishPolicy
@@ -178,7 +197,7 @@ public final class LiveNode: PublishPolicy, Sendable {
             let topPassesThrough = sps.map {
                 configuration.transcode.topMode.passesThrough(isH264: true, width: $0.width, height: $0.height, top: ladder.top)
             } ?? (configuration.transcode.topMode == .passthrough)
-            if let refusal = configuration.admission?(ladder, topPassesThrough) {
+            if let refusal = configuration.admission?(ladder, topPassesThrough, job.state == .interrupted) {
                 logger.warning("publish refused: \(refusal)", metadata: ["stream.guid": "\(ladder.streamGuid)"])
                 return .refuse(status: 503, reason: refusal)
             }

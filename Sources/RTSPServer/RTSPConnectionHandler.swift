@@ -242,6 +242,9 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
     private func describe(_ request: RTSPRequest) -> Outcome {
         guard let path = RTSPURL.path(of: request.uri) else { return Outcome(response: RTSPResponse(status: 400)) }
         if let refusal = unauthorized(request, credentials: server.configuration.playerCredentials, path: path) { return refusal }
+        if let reason = server.newPlayerRefusal {
+            return Outcome(response: RTSPResponse(status: 503, body: Array("\(reason)\n".utf8)))
+        }
         guard let stream = server.registry.existingStream(path), stream.isPlayable, let sdp = stream.sessionDescription() else {
             return Outcome(response: RTSPResponse(status: 404, body: Array("no stream is playing at \(path)\n".utf8)))
         }

@@ -59,6 +59,8 @@ public final class RTSPService: Sendable {
     private let eventLoops = Mutex<MultiThreadedEventLoopGroup?>(nil)
     private let channels = Mutex<(server: Channel?, rtp: Channel?, rtcp: Channel?, sweep: RepeatedTask?)>((nil, nil, nil, nil))
     private let switchObservers = Mutex<[@Sendable (PlayerSwitchEvent) -> Void]>([])
+    /// Why new players are turned away (the node is leaving service), or nil.
+    private let playerRefusal = Mutex<String?>(nil)
 
     public init(configuration: Configuration, registry: StreamRegistry, policy: any PublishPolicy,
                 logger: Logger = Logger(label: "abr.rtsp"), threads: Int = 1) {
@@ -291,6 +293,14 @@ public final class RTSPService: Sendable {
     public func players() -> [PlayerStatus] {
         sessions.all.filter { $0.role == .player }.compactMap(\.playerStatus).sorted { $0.session < $1.session }
     }
+
+    /// Turns new players away with 503 and `reason` (players already playing are not touched);
+    /// nil takes them again.
+    public func refuseNewPlayers(_ reason: String?) {
+        playerRefusal.withLock { $0 = reason }
+    }
+
+    var newPlayerRefusal: String? { playerRefusal.withLock { $0 } }
 
     /// `handler` hears of every move a player's adaptation makes (any thread).
     public func observePlayerSwitches(_ handler: @escaping @Sendable (PlayerSwitchEvent) -> Void) {

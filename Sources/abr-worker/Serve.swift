@@ -11,6 +11,8 @@ import RTMPServer
 import SRTServer
 import RTSPServer
 import ServiceLifecycle
+import Store
+import Synchronization
 import Transcoder
 
 struct Serve: AsyncParsableCommand {
@@ -61,6 +63,24 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Data directory: the SQLite store, credentials, live HLS under DATA_DIR/hls/<top guid>/.")
     var dataDir = "./data"
 
+    @Option(help: "Where provisions, job history, the node registry and placements are kept: sqlite:PATH (default: DATA_DIR/abr-worker.sqlite) or postgres://user:password@host:port/database?sslmode=disable|prefer|require, shared by a fleet. ABR_WORKER_STORE sets it too (keeps the password out of argv).")
+    var store: String?
+
+    @Option(help: "This node's id in the fleet's registry (default: host name and a random suffix; on Kubernetes, the pod name).")
+    var nodeId: String?
+
+    @Option(help: "The node group this node serves (node requests name it).")
+    var nodeGroup = "default"
+
+    @Option(help: "The sub-group (region, zone) node requests report for this node.")
+    var subGroup = "default"
+
+    @Option(help: "The address publishers and players reach this node at, as node requests answer it (default: --host, or the host name when --host is 0.0.0.0).")
+    var advertiseAddress: String?
+
+    @Option(help: "Seconds SIGTERM waits for live jobs to end (SOFT_SUNSET) before ending them (HARD_SUNSET) and exiting.")
+    var drainTimeout: Double = 60
+
     @Option(help: "Provision file to load at start (Stream Manager 2.0 or 1.0) unless already stored; repeatable.")
     var provision: [String] = []
 
@@ -109,6 +129,14 @@ struct Serve: AsyncParsableCommand {
         guard maxConnections >= 1, maxConnectionsPerAddress >= 1, maxHttpConnections >= 1, maxHttpConnectionsPerAddress >= 1 else {
             throw ValidationError("--max-connections, --max-http-connections and their per-address limits must be at least 1")
         }
+        guard drainTimeout >= 0, drainTimeout <= 86_400 else { throw ValidationError("--drain-timeout must be 0 to 86400 seconds (got \(drainTimeout))") }
+        if let store { _ = try StoreLocation.parse(store) }
+        if let nodeId, !(1...128).contains(nodeId.count) || nodeId.contains(where: { $0.isWhitespace || $0 == "/" }) {
+            throw ValidationError("--node-id must be 1 to 128 characters without spaces or '/' (got \(nodeId))")
+        }
+        guard ProvisionBook.isValidNodeGroup(nodeGroup), ProvisionBook.isValidNodeGroup(subGroup) else {
+            throw ValidationError("--node-group and --sub-group must be 1 to 64 letters, digits, '.', '_' or '-'")
+        }
         guard tokenLifetime >= 10 else { throw ValidationError("--token-lifetime must be at least 10 seconds (got \(tokenLifetime))") }
         if let publishLoop, !FileManager.default.isReadableFile(atPath: publishLoop) {
             throw ValidationError("--publish-loop: cannot read \(publishLoop)")
@@ -134,13 +162,30 @@ struct Serve: AsyncParsableCommand {
 
         let environment = ProcessInfo.processInfo.environment
         let credentials: NodeCredentials
-        let store: NodeStore
         do {
             credentials = try NodeCredentials.load(environment: environment, dataDirectory: dataDirectory)
-            store = try NodeStore(directory: dataDirectory)
         } catch {
             throw CLIError(message: "cannot use the data directory \(dataDirectory.path): \(error)", status: .failure)
         }
+        let location = try (self.store ?? environment["ABR_WORKER_STORE"].flatMap { $0.isEmpty ? nil : $0 }).map(StoreLocation.parse)
+            ?? .sqlite(path: dataDirectory.path + "/")
+        let store: any NodeStore
+        let storeTask: Task<Void, Never>
+        do {
+            switch location {
+            case let .sqlite(path):
+                store = try SQLiteStore(path: path)
+                storeTask = Task {}
+            case let .postgres(postgres):
+                let shared = try PostgresStore(postgres, logger: Logger(label: "abr.store"))
+                storeTask = Task { await shared.run() }
+                try await shared.migrate()
+                store = shared
+            }
+        } catch {
+            throw CLIError(message: "cannot open the store \(Self.redacted(location)): \(String(reflecting: error))", status: .failure)
+        }
+        logger.info("store", metadata: ["location": "\(store.location)"])
         var configuration = ControlPlane.Configuration(credentials: credentials)
         configuration.tokenLifetime = tokenLifetime
         configuration.sm1AccessToken = environment["ABR_WORKER_SM1_ACCESS_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
@@ -153,6 +198,12 @@ struct Serve: AsyncParsableCommand {
             logger.info("descriptors", metadata: ["limit": "\(descriptors.limit)", "rtsp.connections": "\(descriptors.rtspConnections)",
                                                   "http.connections": "\(descriptors.httpConnections)", "reserve": "\(DescriptorBudget.reserve)"])
         }
+        var identity = FleetMembership.Identity(nodeId: nodeId ?? FleetMembership.defaultNodeId())
+        identity.nodeGroup = nodeGroup
+        identity.subGroup = subGroup
+        identity.address = advertiseAddress ?? (["0.0.0.0", "::"].contains(host) ? ProcessInfo.processInfo.hostName : host)
+        configuration.identity = identity
+        configuration.publisherReleaseAfterHardSunset = grace
         configuration.httpConnections.total = descriptors.httpConnections
         configuration.httpConnections.perAddress = min(maxHttpConnectionsPerAddress, descriptors.httpConnections)
         var nodeConfiguration = LiveNode.Configuration(dataDirectory: dataDirectory)
@@ -165,7 +216,7 @@ struct Serve: AsyncParsableCommand {
         let plane = await ControlPlane(configuration: configuration, nodeConfiguration: nodeConfiguration, registry: registry,
                                        store: store, metrics: metrics)
 
-        let restored = try plane.provisions.restore()
+        let restored = try await plane.provisions.restore()
         if !restored.restored.isEmpty { logger.info("provisions restored from the store", metadata: ["streams": "\(restored.restored)"]) }
         for problem in restored.problems { logger.error("stored provision no longer valid, left in the store: \(problem)") }
         for (path, ladder) in ladders {
@@ -173,7 +224,7 @@ struct Serve: AsyncParsableCommand {
                 logger.info("\(ladder.streamGuid) from \(path) is already provisioned (kept from the store)")
                 continue
             }
-            try storeProvisionFile(path: path, ladder: ladder, book: plane.provisions)
+            try await storeProvisionFile(path: path, ladder: ladder, book: plane.provisions)
         }
 
         var rtsp = RTSPService.Configuration()
@@ -195,6 +246,7 @@ struct Serve: AsyncParsableCommand {
             throw CLIError(message: "cannot listen for RTSP on \(host):\(self.rtspPort): \(error)", status: .failure)
         }
         let rtspBase = "rtsp://\(host):\(rtspPort)"
+        plane.fleet.setPorts { $0.rtsp = rtspPort }
         var rtmpService: RTMPService?
         if self.rtmpPort >= 0 {
             var rtmp = RTMPService.Configuration()
@@ -204,6 +256,7 @@ struct Serve: AsyncParsableCommand {
             do {
                 let port = try service.start()
                 plane.setIngest(rtmp: "rtmp://\(host):\(port)")
+                plane.fleet.setPorts { $0.rtmp = port }
             } catch {
                 throw CLIError(message: "cannot listen for RTMP on \(host):\(self.rtmpPort): \(error) (--rtmp-port -1 turns RTMP off)", status: .failure)
             }
@@ -220,6 +273,7 @@ struct Serve: AsyncParsableCommand {
             do {
                 let port = try service.start()
                 plane.setIngest(srt: "srt://\(host):\(port)")
+                plane.fleet.setPorts { $0.srt = port }
             } catch {
                 throw CLIError(message: "cannot listen for SRT on \(host):\(self.srtPort): \(error) (--srt-port -1 turns SRT off)", status: .failure)
             }
@@ -240,6 +294,7 @@ struct Serve: AsyncParsableCommand {
             plane.node.ladders.first.map { ladder in (file, Self.publishURL(rtspHost: host, port: rtspPort, ladder: ladder)) }
         }
         let http = HTTPAPI.makeApplication(plane, host: httpHost, port: httpPort) { port in
+            plane.fleet.setPorts { $0.http = port }
             let base = "http://\(httpHost):\(port)"
             var lines = ["HTTP: \(base)/  (status page)   API: \(base)/as/v1/...   metrics: \(base)/metrics",
                          "RTSP: \(rtspBase)/<stream guid>"]
@@ -255,22 +310,27 @@ struct Serve: AsyncParsableCommand {
             FileHandle.standardOutput.write(Data((lines.joined(separator: "\n") + "\n").utf8))
         }
 
+        // SIGINT (Ctrl-C) ends jobs at once; SIGTERM (Kubernetes, systemd) drains them first.
+        let interrupted = InterruptFlag()
         var services: [any Service] = [
-            StoreService(store: store, logger: logger),
+            StoreService(store: store, task: storeTask, logger: logger),
             rtspService,
         ]
         if let rtmpService { services.append(rtmpService) }
         if let srtService { services.append(srtService) }
         services += [
             NodeService(plane: plane, statusInterval: statusInterval, logger: logger),
+            FleetService(plane: plane),
             http,
             MemoryReturn(interval: .seconds(30), logger: logger),
         ]
         if let (file, url) = publishTarget {
             services.append(LoopPublisher(file: file, url: url, logger: logger))
         }
-        // Shutdown runs backwards: the demo publisher stops, HTTP stops taking requests, jobs
-        // finish (segments, playlists, sessions), and last the store is flushed and closed.
+        services.append(DrainService(plane: plane, timeout: drainTimeout, interrupted: { interrupted.isSet }, logger: logger))
+        // Shutdown runs backwards: the drain (SOFT_SUNSET, jobs end or time out, HARD_SUNSET) while
+        // RTSP and HTTP still serve, the demo publisher stops, HTTP stops taking requests, the node
+        // leaves the registry, jobs finish (segments, playlists, sessions), and last the store is closed.
         let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
     }
@@ -287,18 +347,25 @@ struct Serve: AsyncParsableCommand {
         return "rtsp://\(userInfo)\(rtspHost):\(port)/\(ladder.top.streamGuid)"
     }
 
+    static func redacted(_ location: StoreLocation) -> String {
+        switch location {
+        case let .sqlite(path): "sqlite:\(path)"
+        case let .postgres(postgres): postgres.redacted
+        }
+    }
+
     /// A provision file given with `--provision` is stored like one posted to the API.
-    private func storeProvisionFile(path: String, ladder: Ladder, book: ProvisionBook) throws {
+    private func storeProvisionFile(path: String, ladder: Ladder, book: ProvisionBook) async throws {
         do {
             let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
             let document = try JSONReader.parse(bytes)
             switch document {
             case .object where document["meta"] != nil:
-                _ = try book.add(streamManager1: bytes, streamGuid: ladder.streamGuid)
+                _ = try await book.add(streamManager1: bytes, streamGuid: ladder.streamGuid)
             case .object:
-                _ = try book.add(streamManager2: Array(JSONValue.array([document]).jsonText.utf8), nodeGroup: "default")
+                _ = try await book.add(streamManager2: Array(JSONValue.array([document]).jsonText.utf8), nodeGroup: nodeGroup)
             default:
-                _ = try book.add(streamManager2: bytes, nodeGroup: "default")
+                _ = try await book.add(streamManager2: bytes, nodeGroup: nodeGroup)
             }
         } catch {
             throw CLIError(message: "cannot provision \(path): \(error)", status: .invalidProvisionOrArguments)
@@ -308,17 +375,37 @@ struct Serve: AsyncParsableCommand {
 
 /// Keeps the store open while the node runs; closes it (events flushed, WAL checkpointed) last.
 struct StoreService: Service {
-    let store: NodeStore
+    let store: any NodeStore
+    /// The store's connections (PostgreSQL), started before the node served.
+    let task: Task<Void, Never>
     let logger: Logger
 
     func run() async throws {
         try? await gracefulShutdown()
         do {
-            try store.close()
+            try await store.close()
         } catch {
             logger.error("closing the store: \(error)")
         }
+        task.cancel()
+        await task.value
     }
+}
+
+/// Set when the process gets SIGINT, so the drain knows an operator wants out now.
+// @unchecked: `source` is set once in init and only kept alive; the flag is atomic.
+final class InterruptFlag: @unchecked Sendable {
+    private let flag = Atomic<Bool>(false)
+    // A dispatch source sees the signal even though the service group ignores it for its own handler.
+    private let source: DispatchSourceSignal
+
+    init() {
+        source = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
+        source.setEventHandler { [weak self] in self?.flag.store(true, ordering: .relaxed) }
+        source.resume()
+    }
+
+    var isSet: Bool { flag.load(ordering: .relaxed) }
 }
 
 /// The live node: drained on shutdown so every job ends its playlists and tells its players
@@ -340,12 +427,7 @@ struct NodeService: Service {
             try? await gracefulShutdown()
         }
         logger.info("shutting down: finishing jobs")
-        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            DispatchQueue.global().async {
-                plane.drain()
-                done.resume()
-            }
-        }
+        _ = try? await ControlPlane.offload { plane.drain() }
     }
 
     private func logStatus() {

@@ -6,6 +6,7 @@ import Hummingbird
 import LiveNode
 import NIOCore
 import RTSPServer
+import Store
 import Testing
 import TestSupport
 #if canImport(Glibc)
@@ -64,10 +65,10 @@ import Glibc
         configuration.httpConnections.perAddress = 6
         configuration.httpIdleTimeout = 2
         let plane = await ControlPlane(configuration: configuration, nodeConfiguration: LiveNode.Configuration(dataDirectory: directory),
-                                       registry: StreamRegistry(), store: try NodeStore(directory: directory))
+                                       registry: StreamRegistry(), store: try SQLiteStore(directory: directory))
         defer {
             plane.drain()
-            try? plane.store.close()
+            try? (plane.store as? SQLiteStore)?.closeNow()
         }
         try await withLiveAPI(plane) { client in
             let port = try #require(client.port)

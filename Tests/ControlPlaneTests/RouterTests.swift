@@ -7,6 +7,7 @@ import LiveNode
 import MediaCore
 import NIOCore
 import RTSPServer
+import Store
 import Testing
 import TestSupport
 import Transcoder
@@ -26,8 +27,8 @@ struct TestPlane {
         configuration.sm1AccessToken = sm1Token
         configuration.tokenLifetime = 600
         let plane = await ControlPlane(configuration: configuration, nodeConfiguration: LiveNode.Configuration(dataDirectory: directory),
-                                       registry: StreamRegistry(), store: try NodeStore(directory: directory))
-        _ = try plane.provisions.restore()
+                                       registry: StreamRegistry(), store: try SQLiteStore(directory: directory))
+        _ = try await plane.provisions.restore()
         return TestPlane(directory: directory, plane: plane)
     }
 
@@ -37,7 +38,7 @@ struct TestPlane {
 
     func close() {
         plane.drain()
-        try? plane.store.close()
+        try? (plane.store as? SQLiteStore)?.closeNow()
         try? FileManager.default.removeItem(at: directory)
     }
 }
@@ -114,7 +115,7 @@ func badTokens() async throws -> [(String, String)] {
                 #expect(stored.first?["messageType"] as? String == "ProvisionCommand")
             }
             // On disk before the reply, and the node waits for the top variant's publisher.
-            #expect(try test.plane.store.provision("live/stream1")?.nodeGroup == "east-1")
+            #expect(try await test.plane.store.provision("live/stream1")?.nodeGroup == "east-1")
             #expect(test.plane.node.ladder("live/stream1")?.variants.count == 3)
 
             try await client.execute(uri: "/as/v1/streams/provision/east-1", method: .post, headers: bearer(token),
@@ -129,7 +130,7 @@ func badTokens() async throws -> [(String, String)] {
                                      body: ByteBuffer(string: mixed)) { response in
                 #expect(response.status == .conflict, "\(text(response.body))")
             }
-            #expect(try test.plane.store.provision("live/fresh") == nil)
+            #expect(try await test.plane.store.provision("live/fresh") == nil)
             #expect(test.plane.node.ladder("live/fresh") == nil)
             try await client.execute(uri: "/as/v1/streams/provision/east-1", method: .get, headers: bearer(token)) { response in
                 #expect(response.status == .ok)
@@ -160,7 +161,7 @@ func badTokens() async throws -> [(String, String)] {
             try await client.execute(uri: "/as/v1/streams/provision/east-1/live/stream1", method: .delete, headers: bearer(token)) { response in
                 #expect(response.status == .ok)
             }
-            #expect(try test.plane.store.provision("live/stream1") == nil)
+            #expect(try await test.plane.store.provision("live/stream1") == nil)
             #expect(test.plane.node.ladder("live/stream1") == nil)
             try await client.execute(uri: "/as/v1/streams/provision/east-1/live/stream1", method: .delete, headers: bearer(token)) { response in
                 #expect(response.status == .notFound)
@@ -199,7 +200,7 @@ func badTokens() async throws -> [(String, String)] {
                 #expect(response.status == .badRequest)
             }
         }
-        #expect(try test.plane.store.provisions().isEmpty)
+        #expect(try await test.plane.store.provisions().isEmpty)
         #expect(test.plane.node.ladders.isEmpty)
     }
 
@@ -229,7 +230,7 @@ func badTokens() async throws -> [(String, String)] {
                 }
             }
         }
-        #expect(try test.plane.store.provisions().map(\.streamGuid) == ["live/kept"])
+        #expect(try await test.plane.store.provisions().map(\.streamGuid) == ["live/kept"])
         #expect(test.plane.node.ladders.map(\.streamGuid) == ["live/kept"])
     }
 
@@ -321,7 +322,7 @@ func badTokens() async throws -> [(String, String)] {
     @Test func healthReadinessCapacityAndMetrics() async throws {
         let test = try await TestPlane.make()
         defer { test.close() }
-        _ = try test.plane.provisions.add(streamManager2: Array(provisionBody.utf8), nodeGroup: "g")
+        _ = try await test.plane.provisions.add(streamManager2: Array(provisionBody.utf8), nodeGroup: "g")
         try await test.withClient { client in
             try await client.execute(uri: "/health", method: .get) { #expect($0.status == .ok) }
             try await client.execute(uri: "/ready", method: .get) { #expect($0.status == .serviceUnavailable) }
@@ -387,7 +388,7 @@ enum PrometheusText {
     @Test func publisherNotificationsReachListenersAndTheHistory() async throws {
         let test = try await TestPlane.make()
         defer { test.close() }
-        _ = try test.plane.provisions.add(streamManager2: Array(provisionBody.utf8), nodeGroup: "g")
+        _ = try await test.plane.provisions.add(streamManager2: Array(provisionBody.utf8), nodeGroup: "g")
         let events = try #require(test.plane.events.listen(streamGuid: "live/stream1"))
         let other = try #require(test.plane.events.listen(streamGuid: "live/other"))
         let job = try #require(test.plane.node.job("live/stream1"))
@@ -402,7 +403,7 @@ enum PrometheusText {
         #expect(received.map(\.kind) == ["publisherBackground", "publisherForeground", "hintsUpdated"])
         #expect(received[0].detail == "incoming call")
         #expect(received.map(\.id) == received.map(\.id).sorted())
-        let history = try test.plane.store.history("live/stream1")
+        let history = try await test.plane.store.history("live/stream1", limit: 100)
         #expect(history.map(\.kind) == ["publisherBackground", "publisherForeground"])
         test.plane.events.finishAll()
         var leaked = 0
@@ -414,7 +415,7 @@ enum PrometheusText {
     @Test func publisherNotificationsAreAllowListedAndRateLimited() async throws {
         let test = try await TestPlane.make()
         defer { test.close() }
-        _ = try test.plane.provisions.add(streamManager2: Array(provisionBody.utf8), nodeGroup: "g")
+        _ = try await test.plane.provisions.add(streamManager2: Array(provisionBody.utf8), nodeGroup: "g")
         let job = try #require(test.plane.node.job("live/stream1"))
         job.recordNotification("dropTables", value: "x")
         job.recordNotification("publisherBackground", value: String(repeating: "v", count: 10_000))
@@ -424,23 +425,23 @@ enum PrometheusText {
         #expect(kept.first?.detail.utf8.count == LiveLadderJob.maximumNotificationValue)
         #expect(kept.count <= Int(LiveLadderJob.notificationBurst) + 2, "kept \(kept.count) of 501")
         #expect(job.status.notificationsRefused >= 500 - Int(LiveLadderJob.notificationBurst) - 2)
-        #expect(test.plane.jobView("live/stream1")?.notificationsRefused == job.status.notificationsRefused, "the API shows the count")
+        #expect(await test.plane.jobView("live/stream1")?.notificationsRefused == job.status.notificationsRefused, "the API shows the count")
         let samples = try PrometheusText.parse(test.plane.metricsExposition())
         #expect(samples["abr_worker_notifications_refused"] == Double(job.status.notificationsRefused), "and so do the metrics")
-        #expect(test.plane.jobView("live/stream1")?.variants.allSatisfy { $0.segmentWriteFailures == 0 } == true)
+        #expect(await test.plane.jobView("live/stream1")?.variants.allSatisfy { $0.segmentWriteFailures == 0 } == true)
     }
 
     @Test func theHistoryIsCappedPerStream() async throws {
         let test = try await TestPlane.make()
         defer { test.close() }
-        for index in 0..<(NodeStore.maximumEventsPerStream + 50) {
-            test.plane.store.record(NodeStore.JobEvent(streamGuid: "live/capped", time: Double(index), kind: "k", detail: "\(index)"))
+        for index in 0..<(JobHistoryLimits.eventsPerStream + 50) {
+            test.plane.store.record(JobEvent(streamGuid: "live/capped", time: Double(index), kind: "k", detail: "\(index)"))
         }
-        test.plane.store.record(NodeStore.JobEvent(streamGuid: "live/other", time: 0, kind: "k", detail: "kept"))
-        let history = try test.plane.store.history("live/capped", limit: 10_000)
-        #expect(history.count == NodeStore.maximumEventsPerStream)
+        test.plane.store.record(JobEvent(streamGuid: "live/other", time: 0, kind: "k", detail: "kept"))
+        let history = try await test.plane.store.history("live/capped", limit: 10_000)
+        #expect(history.count == JobHistoryLimits.eventsPerStream)
         #expect(history.first?.detail == "50")
-        #expect(try test.plane.store.history("live/other").count == 1)
+        #expect(try await test.plane.store.history("live/other").count == 1)
     }
 
     @Test func eventListenersAreLimitedPerStream() async throws {
