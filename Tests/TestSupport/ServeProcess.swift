@@ -33,7 +33,9 @@ public final class ServeProcess: @unchecked Sendable {
 
     /// Starts the node and waits (up to 60 s) until it prints where it listens.
     /// - Parameter launcher: a command the node runs under (`prlimit --nofile=…`), if any.
-    public init(dataDirectory: URL, arguments: [String] = [], environment: [String: String] = [:], launcher: [String] = []) throws {
+    /// - Parameter host: the loopback address it listens on (fleet tests give each node its own).
+    public init(dataDirectory: URL, arguments: [String] = [], environment: [String: String] = [:], launcher: [String] = [],
+                host: String = "127.0.0.1") throws {
         self.dataDirectory = dataDirectory
         self.launcher = launcher
         try FileManager.default.createDirectory(at: dataDirectory, withIntermediateDirectories: true)
@@ -47,7 +49,7 @@ public final class ServeProcess: @unchecked Sendable {
         // Tests count what every rung produces while the suite itself keeps the machine busy: a
         // rung shed for that would fail them for the wrong reason. Shedding has its own tests.
         process.arguments = launcher.dropFirst() + (launcher.isEmpty ? [] : [workerExecutable])
-            + ["serve", "--host", "127.0.0.1", "--rtsp-port", "0", "--rtmp-port", "0", "--srt-port", "0", "--http-port", "0", "--data-dir", dataDirectory.path,
+            + ["serve", "--host", host, "--rtsp-port", "0", "--rtmp-port", "0", "--srt-port", "0", "--http-port", "0", "--data-dir", dataDirectory.path,
                "--status-interval", "0", "--no-load-shedding"] + arguments
         var env = ProcessInfo.processInfo.environment
         for (key, value) in environment { env[key] = value }
@@ -61,7 +63,7 @@ public final class ServeProcess: @unchecked Sendable {
         while Date() < deadline, process.isRunning, http == nil || rtsp == nil {
             let output = (try? String(contentsOf: outputFile, encoding: .utf8)) ?? ""
             http = output.firstMatch(of: /HTTP: (http:\/\/127\.\d+\.\d+\.\d+:\d+)\//).map { String($0.output.1) }
-            rtsp = output.firstMatch(of: /RTSP: (rtsp:\/\/127\.0\.0\.1:\d+)\//).map { String($0.output.1) }
+            rtsp = output.firstMatch(of: /RTSP: (rtsp:\/\/127\.\d+\.\d+\.\d+:\d+)\//).map { String($0.output.1) }
             Thread.sleep(forTimeInterval: 0.1)
         }
         guard let http, let rtsp else {
@@ -70,8 +72,8 @@ public final class ServeProcess: @unchecked Sendable {
         }
         httpBase = http
         rtspBase = rtsp
-        rtmpBase = output.firstMatch(of: /RTMP: (rtmp:\/\/127\.0\.0\.1:\d+)\//).map { String($0.output.1) }
-        srtBase = output.firstMatch(of: /SRT: (srt:\/\/127\.0\.0\.1:\d+)\?/).map { String($0.output.1) }
+        rtmpBase = output.firstMatch(of: /RTMP: (rtmp:\/\/127\.\d+\.\d+\.\d+:\d+)\//).map { String($0.output.1) }
+        srtBase = output.firstMatch(of: /SRT: (srt:\/\/127\.\d+\.\d+\.\d+:\d+)\?/).map { String($0.output.1) }
     }
 
     public var output: String { (try? String(contentsOf: outputFile, encoding: .utf8)) ?? "" }
