@@ -159,13 +159,16 @@ public enum HTTPAPI {
         }
         router.get("/as/v1/admin/nodes/{nodeId}") { request, context in
             if let refusal = await authorize(request, plane) { return refusal }
-            let id = context.parameters.get("nodeId") ?? ""
+            let named = context.parameters.get("nodeId") ?? ""
+            let id = named == "self" ? plane.fleet.identity.nodeId : named
             guard let node = try await plane.fleetNodes().first(where: { $0.nodeId == id }) else { return error(.notFound, "no node \(id.prefix(80)) in the registry") }
             return json(node)
         }
+        // `self` names the node answering (a Kubernetes preStop hook calls its own pod).
         router.put("/as/v1/admin/nodes/{nodeId}/state") { request, context in
             if let refusal = await authorize(request, plane) { return refusal }
-            let id = context.parameters.get("nodeId") ?? ""
+            let named = context.parameters.get("nodeId") ?? ""
+            let id = named == "self" ? plane.fleet.identity.nodeId : named
             let body = try await collectBody(request)
             guard case let JSONValue.string(name)? = (try? JSONReader.parse(body))?["state"],
                   let state = NodeState(rawValue: name) else {
