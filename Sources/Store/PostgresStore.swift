@@ -49,7 +49,7 @@ public final class PostgresStore: NodeStore {
     /// Creates or upgrades the schema; the node calls it (with `run()` under way) before serving.
     /// An advisory lock keeps nodes starting together from migrating at once.
     public func migrate() async throws {
-        try await client.withTransaction(logger: logger) { connection in
+        try await transaction { connection in
             try await connection.query("SELECT pg_advisory_xact_lock(7246001)", logger: logger)
             try await connection.query("CREATE TABLE IF NOT EXISTS abr_migration (name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())", logger: logger)
             var applied = Set<String>()
@@ -62,6 +62,15 @@ public final class PostgresStore: NodeStore {
                 }
                 try await connection.query("INSERT INTO abr_migration (name) VALUES (\(name))", logger: logger)
             }
+        }
+    }
+
+    /// A transaction whose own errors (a duplicate guid) come out as themselves, not wrapped.
+    private func transaction<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+        do {
+            return try await client.withTransaction(logger: logger) { connection in try await body(connection) }
+        } catch let error as PostgresTransactionError {
+            throw error.closureError ?? error
         }
     }
 
@@ -99,7 +108,7 @@ public final class PostgresStore: NodeStore {
 
     public func insert(_ provisions: [StoredProvision]) async throws {
         let guids = provisions.map(\.streamGuid)
-        try await client.withTransaction(logger: logger) { connection in
+        try await transaction { connection in
             var existing: [String] = []
             for try await guid in try await connection.query("SELECT stream_guid FROM provision WHERE stream_guid = ANY(\(guids))", logger: logger).decode(String.self) {
                 existing.append(guid)
@@ -144,7 +153,7 @@ public final class PostgresStore: NodeStore {
 
     @discardableResult
     public func deleteProvision(_ streamGuid: String) async throws -> Bool {
-        try await client.withTransaction(logger: logger) { connection in
+        try await transaction { connection in
             var deleted = false
             for try await _ in try await connection.query("DELETE FROM provision WHERE stream_guid = \(streamGuid) RETURNING stream_guid", logger: logger).decode(String.self) {
                 deleted = true
@@ -234,7 +243,7 @@ public final class PostgresStore: NodeStore {
     }
 
     public func removeNode(_ nodeId: String) async throws {
-        try await client.withTransaction(logger: logger) { connection in
+        try await transaction { connection in
             try await connection.query("DELETE FROM node WHERE node_id = \(nodeId)", logger: logger)
             try await connection.query("DELETE FROM placement WHERE node_id = \(nodeId)", logger: logger)
         }
@@ -298,7 +307,12 @@ public final class PostgresStore: NodeStore {
     /// Writes the queued events (for up to 5 s) and stops listening; cancelling `run()` then closes the connections.
     public func close() async throws {
         events.continuation.finish()
-        changeListeners.withLock { $0.values.forEach { $0.finish() } }
+        // Finished outside the lock: each listener's termination handler takes it.
+        let listeners = changeListeners.withLock { listeners in
+            defer { listeners.removeAll() }
+            return Array(listeners.values)
+        }
+        listeners.forEach { $0.finish() }
         for _ in 0..<50 where !writerDone.load(ordering: .acquiring) {
             try? await Task.sleep(for: .milliseconds(100))
         }

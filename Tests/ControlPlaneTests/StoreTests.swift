@@ -1,0 +1,144 @@
+import ControlPlane
+import Foundation
+import Logging
+import Store
+import Testing
+import TestSupport
+
+/// Both stores keep the same promises: the same tests against the embedded SQLite file and a real
+/// PostgreSQL server started for them.
+@Suite(.serialized) struct StoreTests {
+    static func provision(_ guid: String, group: String = "g") -> StoredProvision {
+        StoredProvision(streamGuid: guid, nodeGroup: group, format: .streamManager2, document: #"{"streamGuid":"\#(guid)"}"#, createdAt: 1)
+    }
+
+    static func node(_ id: String, state: NodeState = .inService, encode: Double = 0, streams: [String] = []) -> NodeRecord {
+        NodeRecord(nodeId: id, nodeGroup: "g", subGroup: "s", role: "transcoder", state: state, address: "127.0.0.1", rtspPort: 8554,
+                   httpPort: 5080, rtmpPort: nil, srtPort: 8890, capacityCores: 2, maximumLoad: 0.85, encodeCores: encode,
+                   publishers: 0, subscribers: 0, streams: streams)
+    }
+
+    /// The promises, whichever store keeps them.
+    static func checkPromises(_ store: any NodeStore) async throws {
+        // Provisions: all or nothing, duplicates named, oldest first, deletes say whether they did.
+        try await store.insert([provision("live/a"), provision("live/b", group: "other")])
+        await #expect(throws: StoreFailure.alreadyStored(["live/a"])) { try await store.insert([provision("live/c"), provision("live/a")]) }
+        #expect(try await store.provision("live/c") == nil, "a failed batch stores nothing")
+        #expect(try await store.provisions(nodeGroup: "g").map(\.streamGuid) == ["live/a"])
+        #expect(try await store.provisions().count == 2)
+        #expect(try await store.provision("live/b")?.nodeGroup == "other")
+        #expect(try await store.deleteProvision("live/a"))
+        #expect(try await store.deleteProvision("live/a") == false)
+
+        // Registry: heartbeats replace the record; a state asked for is handed over once.
+        #expect(try await store.heartbeat(node("n1")) == nil)
+        #expect(try await store.heartbeat(node("n2", encode: 0.5, streams: ["live/b"])) == nil)
+        #expect(try await store.requestState(.softSunset, nodeId: "n1"))
+        #expect(try await store.requestState(.softSunset, nodeId: "nobody") == false)
+        #expect(try await store.heartbeat(node("n1")) == .softSunset)
+        #expect(try await store.heartbeat(node("n1", state: .softSunset)) == nil)
+        let nodes = try await store.nodes()
+        #expect(nodes.map(\.nodeId) == ["n1", "n2"])
+        #expect(nodes.allSatisfy { $0.age >= 0 && $0.age < 5 }, "ages by the store's clock: \(nodes.map(\.age))")
+        #expect(nodes.first { $0.nodeId == "n2" }?.streams == ["live/b"] && nodes.first?.state == .softSunset)
+
+        // Placement: one node per stream, the latest wins; release only by the node that holds it.
+        try await store.place(Placement(streamGuid: "live/b", nodeId: "n1", cores: 0.4))
+        try await store.place(Placement(streamGuid: "live/b", nodeId: "n2", cores: 0.3))
+        #expect(try await store.placements().map { "\($0.streamGuid)@\($0.nodeId)" } == ["live/b@n2"])
+        try await store.releasePlacement("live/b", nodeId: "n1")
+        #expect(try await store.placements().count == 1)
+        try await store.releasePlacement("live/b", nodeId: "n2")
+        #expect(try await store.placements().isEmpty)
+        try await store.place(Placement(streamGuid: "live/b", nodeId: "n2", cores: 0.3))
+        try await store.removeNode("n2")
+        #expect(try await store.nodes().map(\.nodeId) == ["n1"], "a node leaving takes its record...")
+        #expect(try await store.placements().isEmpty, "...and its placements")
+
+        // History: in order, capped per stream.
+        for index in 0..<(JobHistoryLimits.eventsPerStream + 20) {
+            store.record(JobEvent(streamGuid: "live/h", time: Double(index), kind: "k", detail: "\(index)"))
+        }
+        var history: [JobEvent] = []
+        for _ in 0..<100 {
+            history = try await store.history("live/h", limit: 5000)
+            if history.last?.detail == "\(JobHistoryLimits.eventsPerStream + 19)" { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(history.count == JobHistoryLimits.eventsPerStream)
+        #expect(history.first?.detail == "20" && history.last?.detail == "\(JobHistoryLimits.eventsPerStream + 19)")
+    }
+
+    @Test func theEmbeddedStoreKeepsItsPromises() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("abr-store-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try SQLiteStore(directory: directory)
+        try await Self.checkPromises(store)
+        try store.closeNow()
+        // Reopened (migrations run again, harmlessly), everything is still there.
+        let reopened = try SQLiteStore(directory: directory)
+        #expect(try await reopened.provision("live/b") != nil)
+        try reopened.closeNow()
+    }
+
+    @Test func postgreSQLKeepsTheSamePromisesAndAnnouncesChanges() async throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        guard case let .postgres(location) = try StoreLocation.parse(server.url) else { Issue.record("not a PostgreSQL URL"); return }
+        let store = try PostgresStore(location, logger: Logger(label: "test.store"))
+        let running = Task { await store.run() }
+        try await store.migrate()
+        try await store.migrate()
+        let changes = store.provisionChanges()
+        try await Self.checkPromises(store)
+        // Inserts and deletes were announced (NOTIFY), to this store's own listener too.
+        var iterator = changes.makeAsyncIterator()
+        let announced: Void? = await iterator.next()
+        #expect(announced != nil)
+        #expect(try server.query("SELECT string_agg(name, ',' ORDER BY name) FROM abr_migration") == "1-provisions-and-job-history,2-node-registry-and-placement")
+        try await store.close()
+        running.cancel()
+        await running.value
+    }
+
+    @Test func storeLocationsAreParsedOrRefusedWithAReason() throws {
+        #expect(try StoreLocation.parse("sqlite:/var/lib/abr/store.sqlite") == .sqlite(path: "/var/lib/abr/store.sqlite"))
+        guard case let .postgres(pg) = try StoreLocation.parse("postgres://abr:p%40ss@db.example:6543/fleet?sslmode=require") else {
+            Issue.record("not parsed as PostgreSQL")
+            return
+        }
+        #expect(pg.host == "db.example" && pg.port == 6543 && pg.user == "abr" && pg.password == "p@ss" && pg.database == "fleet" && pg.tls == .require)
+        #expect(!pg.redacted.contains("p@ss") && !pg.redacted.contains("p%40ss"), "no password in logs")
+        guard case let .postgres(defaults) = try StoreLocation.parse("postgresql://abr@localhost") else { return }
+        #expect(defaults.port == 5432 && defaults.database == "abr" && defaults.tls == .prefer)
+        for bad in ["mysql://x@y/z", "sqlite:", "postgres://db.example/abr", "postgres://abr@db/abr?sslmode=sometimes", "postgres:///abr"] {
+            #expect(throws: StoreFailure.self, "\(bad)") { try StoreLocation.parse(bad) }
+        }
+    }
+
+    @Test func placementPrefersRoomAndSkipsTheDeadAndTheSunset() {
+        var roomy = Self.node("roomy", encode: 0.2)
+        roomy.capacityCores = 4
+        let busy = Self.node("busy", encode: 1.5)
+        var dead = Self.node("dead")
+        dead.capacityCores = 16
+        dead.age = 11
+        var sunset = Self.node("sunset", state: .softSunset)
+        sunset.capacityCores = 16
+        let nodes = [busy, roomy, dead, sunset]
+        #expect(PlacementPolicy.rank(needing: 0.75, group: "g", nodes: nodes, placements: []).map(\.nodeId) == ["roomy"])
+        #expect(PlacementPolicy.rank(needing: 0.75, group: "other", nodes: nodes, placements: []).isEmpty)
+        // Jobs just placed on a node count against it until its own figures measure them.
+        let placed = (0..<4).map { Placement(streamGuid: "live/\($0)", nodeId: "roomy", cores: 0.75, age: 1) }
+        #expect(PlacementPolicy.rank(needing: 0.75, group: "g", nodes: nodes, placements: placed).isEmpty)
+        let old = placed.map { var p = $0; p.age = 20; return p }
+        #expect(PlacementPolicy.rank(needing: 0.75, group: "g", nodes: nodes, placements: old).map(\.nodeId) == ["roomy"])
+        // A stream stays where it runs, unless that node is dead or in HARD_SUNSET.
+        var running = Self.node("running", encode: 1.6, streams: ["live/x"])
+        #expect(PlacementPolicy.serving("live/x", nodes: nodes + [running], placements: [])?.nodeId == "running")
+        running.state = .hardSunset
+        #expect(PlacementPolicy.serving("live/x", nodes: nodes + [running], placements: []) == nil)
+        #expect(PlacementPolicy.serving("live/y", nodes: nodes, placements: [Placement(streamGuid: "live/y", nodeId: "busy", cores: 1, age: 2)])?.nodeId == "busy")
+        #expect(PlacementPolicy.serving("live/y", nodes: nodes, placements: [Placement(streamGuid: "live/y", nodeId: "dead", cores: 1, age: 2)]) == nil)
+    }
+}
