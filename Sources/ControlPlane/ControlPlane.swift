@@ -83,7 +83,7 @@ public final class ControlPlane: Sendable {
         self.node = node
         provisions = ProvisionBook(store: store, node: node)
         tokens = await TokenAuthority(secret: configuration.credentials.jwtSecret, lifetime: configuration.tokenLifetime)
-        hlsFiles = HLSFiles(root: nodeConfiguration.dataDirectory.appendingPathComponent("hls"))
+        hlsFiles = HLSFiles(root: nodeConfiguration.dataDirectory.appendingPathComponent(HLSLayout.liveRoot))
         httpConnections = HTTPConnectionLimiter(limits: configuration.httpConnections)
     }
 
@@ -219,6 +219,7 @@ public final class ControlPlane: Sendable {
         let status = node.job(ladder.streamGuid)?.status
         let measured = Dictionary((status?.variants ?? []).map { ($0.abrLevel, $0) }, uniquingKeysWith: { a, _ in a })
         let rtsp = rtspBaseURL
+        let layout = HLSLayout(ladderGuid: ladder.streamGuid)
         let variants = ladder.variants.map { variant -> JobView.VariantView in
             let v = measured[variant.level]
             return JobView.VariantView(
@@ -231,7 +232,7 @@ public final class ControlPlane: Sendable {
                 latencyP50Ms: v?.latencyP50.map(roundedMilliseconds), latencyP99Ms: v?.latencyP99.map(roundedMilliseconds),
                 segmentWriteFailures: v?.segmentWriteFailures ?? 0, shed: v?.shed ?? false, shedFrames: v?.shedFrames ?? 0,
                 rtsp: rtsp.map { "\($0)/\(variant.streamGuid)" },
-                hls: "/hls/\(ladder.streamGuid)/\(LiveLadderJob.variantPlaylistPath(ladder: ladder, level: variant.level))")
+                hls: layout.liveURLPath(layout.variantPlaylist(level: variant.level)))
         }
         let publisher = status?.publisher.map {
             JobView.Publisher(address: $0, protocol: status?.publisherProtocol, since: status?.publisherSince, codecs: status?.sourceCodecs, width: status?.sourceWidth,
@@ -243,7 +244,7 @@ public final class ControlPlane: Sendable {
                                estimateBitRate: $0.estimateBitRate, switches: $0.switches, transport: $0.transport, address: $0.address)
         }
         return JobView(streamGuid: ladder.streamGuid, state: status?.state.rawValue ?? "provisioned", publisher: publisher, players: players,
-                       droppedAtIngest: status?.droppedAtIngest ?? 0, notificationsRefused: status?.notificationsRefused ?? 0, hlsMaster: "/hls/\(ladder.streamGuid)/master.m3u8",
+                       droppedAtIngest: status?.droppedAtIngest ?? 0, notificationsRefused: status?.notificationsRefused ?? 0, hlsMaster: layout.liveURLPath(),
                        variants: variants, history: nil)
     }
 

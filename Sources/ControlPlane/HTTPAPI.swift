@@ -220,12 +220,12 @@ public enum HTTPAPI {
         }
 
         // MARK: HLS, for players on any origin
-        let hls = router.group("hls").add(middleware: CORSMiddleware(allowOrigin: .all, allowHeaders: [.range, .accept, .origin],
+        let hls = router.group(RouterPath(HLSLayout.liveRoot)).add(middleware: CORSMiddleware(allowOrigin: .all, allowHeaders: [.range, .accept, .origin],
                                                                     allowMethods: [.get, .head, .options], maxAge: .seconds(3600)))
         // Preflight requests: the middleware answers them once a route matches.
         hls.on("**", method: .options) { _, _ in Response(status: .noContent) }
         hls.get("**") { request, _ in
-            let prefix = "/hls/"
+            let prefix = "/\(HLSLayout.liveRoot)/"
             let raw = request.uri.path
             guard raw.hasPrefix(prefix), let file = plane.hlsFiles.resolve(rawPath: raw.dropFirst(prefix.count)),
                   let data = try? Data(contentsOf: file.url) else {

@@ -155,7 +155,7 @@ public final class LiveNode: PublishPolicy, Sendable {
             listener?(guid, event)
         }
         return LiveLadderJob(
-            ladder: ladder, hlsDirectory: configuration.dataDirectory.appendingPathComponent("hls/\(ladder.streamGuid)"),
+            ladder: ladder, hlsDirectory: HLSLayout(ladderGuid: ladder.streamGuid).liveDirectory(dataDirectory: configuration.dataDirectory),
             options: configuration.transcode, grace: configuration.grace, mediaTimeout: configuration.mediaTimeout,
             hlsWindow: configuration.hlsWindow, sinks: sinks, logger: logger, loadShedder: configuration.loadShedder, onEvent: onEvent)
     }

@@ -32,11 +32,11 @@ public struct HLSPlaylistContinuation: Sendable, Equatable {
             } else if line.hasPrefix("#EXT-X-MAP:"), let start = line.firstIndex(of: "\""),
                       let end = line[line.index(after: start)...].firstIndex(of: "\"") {
                 let name = String(line[line.index(after: start)..<end])
-                if let index = Self.index(of: name, prefix: "init_", suffix: ".mp4") { highestInit = max(highestInit, index) }
+                if let index = HLSLayout.initSegmentIndex(name) { highestInit = max(highestInit, index) }
             } else if !line.hasPrefix("#"), !line.isEmpty {
                 segments += 1
                 let name = String(line)
-                if let index = Self.index(of: name, prefix: "segment_", suffix: ".m4s") {
+                if let index = HLSLayout.mediaSegmentIndex(name) {
                     highestSegment = max(highestSegment, index)
                     files.append(name)
                 }
@@ -49,18 +49,10 @@ public struct HLSPlaylistContinuation: Sendable, Equatable {
         staleFiles = files
     }
 
-    static let maximumNumber = 1 << 40
+    static let maximumNumber = HLSLayout.maximumIndex
 
     private static func number(after prefix: String, in line: Substring) -> Int? {
         guard line.hasPrefix(prefix), let value = Int(line.dropFirst(prefix.count).prefix(16)), (0...maximumNumber).contains(value) else { return nil }
-        return value
-    }
-
-    /// `segment_00042.m4s` → 42; nil for any other name (which is then left alone).
-    private static func index(of name: String, prefix: String, suffix: String) -> Int? {
-        guard name.hasPrefix(prefix), name.hasSuffix(suffix), name.count <= prefix.count + suffix.count + 12 else { return nil }
-        let digits = name.dropFirst(prefix.count).dropLast(suffix.count)
-        guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }), let value = Int(digits), value <= maximumNumber else { return nil }
         return value
     }
 }

@@ -38,7 +38,7 @@ final class HLSVariantWriter {
     private var pendingDiscontinuity = false
     private var longestSegment = 1
 
-    static let playlistName = "index.m3u8"
+    static let playlistName = HLSLayout.mediaPlaylist
 
     init(directory: URL, video: CodecParameters, videoTimeBase: Rational, audio: AudioTrack?, window: Int?,
          maximumSegmentDuration: Double? = nil) throws {
@@ -48,7 +48,7 @@ final class HLSVariantWriter {
         self.maximumSegmentDuration = maximumSegmentDuration
         self.meter = BitrateMeter(retainedSegments: window.map { max($0, 30) } ?? .max)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        currentMap = "init.mp4"
+        currentMap = HLSLayout.initSegment(0)
         muxer = try Self.makeMuxer(video: video, videoTimeBase: videoTimeBase, audio: audio)
         if window != nil { continueNumbering() }
         pendingInit = muxer.takeBytes()
@@ -65,7 +65,7 @@ final class HLSVariantWriter {
         discontinuitySequence = previous.discontinuitySequence
         segmentIndex = previous.segmentIndex
         initIndex = previous.initIndex
-        currentMap = "init_\(initIndex).mp4"
+        currentMap = HLSLayout.initSegment(initIndex)
         pendingDiscontinuity = true
         for name in previous.staleFiles { try? FileManager.default.removeItem(at: directory.appendingPathComponent(name)) }
     }
@@ -123,7 +123,7 @@ final class HLSVariantWriter {
         segmentStart = nil
         _ = try? muxer.finish()
         initIndex += 1
-        currentMap = "init_\(initIndex).mp4"
+        currentMap = HLSLayout.initSegment(initIndex)
         muxer = try Self.makeMuxer(video: video, videoTimeBase: videoTimeBase, audio: audio)
         pendingInit = muxer.takeBytes()
         writePendingInit()
@@ -144,7 +144,7 @@ final class HLSVariantWriter {
         let bytes = muxer.takeBytes()
         segmentStart = time
         guard !bytes.isEmpty else { return }
-        let name = String(format: "segment_%05d.m4s", segmentIndex)
+        let name = HLSLayout.mediaSegment(segmentIndex)
         segmentIndex += 1
         writePendingInit()
         guard pendingInit == nil, writeFile(bytes, name: name) else {

@@ -38,15 +38,10 @@ enum LadderHints {
     /// Listed by level, not by measured peak, so the top leads even when a passed-through source is lean.
     static func masterPlaylist(_ hints: BandwidthHints, ladder: Ladder) -> HLSMasterPlaylist {
         HLSMasterPlaylist(entries: hints.variants.map {
-            HLSMasterPlaylist.Entry(uri: variantPlaylistPath(ladder: ladder, level: $0.abrLevel), bandwidth: $0.peakBitRate,
+            HLSMasterPlaylist.Entry(uri: HLSLayout(ladderGuid: ladder.streamGuid).variantPlaylist(level: $0.abrLevel), bandwidth: $0.peakBitRate,
                                     averageBandwidth: $0.averageBitRate, width: $0.width, height: $0.height, frameRate: $0.frameRate,
                                     codecs: $0.codecs)
         })
-    }
-
-    /// A variant's media playlist, relative to the master playlist.
-    static func variantPlaylistPath(ladder: Ladder, level: Int) -> String {
-        "\(ladder.name)_\(level)/\(HLSVariantWriter.playlistName)"
     }
 
     /// Writes both files, each aside and renamed, so readers never see half of one; `durable`

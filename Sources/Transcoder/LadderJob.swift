@@ -96,7 +96,7 @@ public final class LadderJob {
             pipelines = try plan.makePipelines(ladder: ladder, video: video) { [ladder, options] variant in
                 VariantOutput(
                     paths: .init(mp4: directory.staging.appendingPathComponent("\(ladder.name)_\(variant.level).mp4"),
-                                 hlsDirectory: directory.staging.appendingPathComponent("hls/\(ladder.name)_\(variant.level)"),
+                                 hlsDirectory: directory.staging.appendingPathComponent("hls").appendingPathComponent(HLSLayout(ladderGuid: ladder.streamGuid).variantFolder(level: variant.level)),
                                  maximumSegmentDuration: 3 * options.keyframeInterval),
                     audio: audio, frameRate: frameRate)
             }
@@ -205,8 +205,8 @@ public final class LadderJob {
         let bandwidthHints = LadderHints.make(ladder: ladder, frameRate: frameRate, keyframeInterval: keyframeInterval,
                                               passthroughLevel: pipelines.first { $0.isPassthrough }?.variant.level,
                                               measurements: measurements)
-        try LadderHints.write(bandwidthHints, ladder: ladder, master: directory.staging.appendingPathComponent("hls/master.m3u8"),
-                              hintsFile: directory.staging.appendingPathComponent("abr.json"), durable: true)
+        try LadderHints.write(bandwidthHints, ladder: ladder, master: directory.staging.appendingPathComponent("hls").appendingPathComponent(HLSLayout.masterPlaylist),
+                              hintsFile: directory.staging.appendingPathComponent(HLSLayout.hintsFile), durable: true)
 
         let duration = ingest.mediaSeconds
         let report = TranscodeReport(

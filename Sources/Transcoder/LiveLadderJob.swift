@@ -129,15 +129,11 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
     private var thread: Thread?
     private let arrivals = ArrivalTimes()
 
-    /// A variant's media playlist, relative to `hlsDirectory`.
     /// The largest picture the job decodes: 4× the top variant's area, so a publisher may send a
     /// larger source than the top (it is scaled down) but an in-band SPS cannot make the decoder
     /// allocate for 16384×16384.
     public var maximumDecodedPixels: Int { max(4 * ladder.top.width * ladder.top.height, 1920 * 1080) }
 
-    public static func variantPlaylistPath(ladder: Ladder, level: Int) -> String {
-        LadderHints.variantPlaylistPath(ladder: ladder, level: level)
-    }
 
     /// Events kept for the control plane; older ones are dropped.
     public static let maximumEvents = 1000
@@ -422,7 +418,7 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
                                               "encoders": "\(plan.threads.encoderThreads.sorted { $0.key < $1.key }.map(\.value))"])
         let made = try plan.makePipelines(ladder: ladder, video: video) { variant in
             VariantOutput(
-                paths: .init(mp4: nil, hlsDirectory: hlsDirectory.appendingPathComponent("\(ladder.name)_\(variant.level)"),
+                paths: .init(mp4: nil, hlsDirectory: hlsDirectory.appendingPathComponent(HLSLayout(ladderGuid: ladder.streamGuid).variantFolder(level: variant.level)),
                              hlsWindow: hlsWindow, maximumSegmentDuration: 3 * options.keyframeInterval, sink: sinks[variant.level],
                              arrivals: arrivals),
                 audio: audioTrack, frameRate: plan.frameRate)
@@ -456,8 +452,8 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
         guard hints != lastHints else { return }
         lastHints = hints
         do {
-            try LadderHints.write(hints, ladder: ladder, master: hlsDirectory.appendingPathComponent("master.m3u8"),
-                                  hintsFile: hlsDirectory.appendingPathComponent("abr.json"), durable: false)
+            try LadderHints.write(hints, ladder: ladder, master: hlsDirectory.appendingPathComponent(HLSLayout.masterPlaylist),
+                                  hintsFile: hlsDirectory.appendingPathComponent(HLSLayout.hintsFile), durable: false)
         } catch {
             logger.warning("cannot write hints: \(error)")
         }

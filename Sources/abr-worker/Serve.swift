@@ -303,7 +303,7 @@ struct Serve: AsyncParsableCommand {
             for ladder in plane.node.ladders {
                 let credentials = ladder.publisherCredentials.map { " (as user \($0.username), with the provision's password)" } ?? ""
                 lines.append("  \(ladder.streamGuid): publish to \(plane.publishURLs(top: ladder.top.streamGuid).joined(separator: " or "))\(credentials)")
-                lines.append("    HLS: \(base)/hls/\(ladder.streamGuid)/master.m3u8")
+                lines.append("    HLS: \(base)\(HLSLayout(ladderGuid: ladder.streamGuid).liveURLPath())")
                 lines.append("    RTSP: " + ladder.variants.map { "\(rtspBase)/\($0.streamGuid)" }.joined(separator: " "))
             }
             // Unbuffered: scripts and tests read the ports from here while the node runs.
@@ -324,12 +324,13 @@ struct Serve: AsyncParsableCommand {
             http,
             MemoryReturn(interval: .seconds(30), logger: logger),
         ]
+        services.append(DrainService(plane: plane, timeout: drainTimeout, interrupted: { interrupted.isSet }, logger: logger))
+        // The demo publisher is the node's own: it stops first, so a drain does not wait for it.
         if let (file, url) = publishTarget {
             services.append(LoopPublisher(file: file, url: url, logger: logger))
         }
-        services.append(DrainService(plane: plane, timeout: drainTimeout, interrupted: { interrupted.isSet }, logger: logger))
-        // Shutdown runs backwards: the drain (SOFT_SUNSET, jobs end or time out, HARD_SUNSET) while
-        // RTSP and HTTP still serve, the demo publisher stops, HTTP stops taking requests, the node
+        // Shutdown runs backwards: the demo publisher stops, the drain (SOFT_SUNSET, jobs end or time
+        // out, HARD_SUNSET) runs while RTSP and HTTP still serve, HTTP stops taking requests, the node
         // leaves the registry, jobs finish (segments, playlists, sessions), and last the store is closed.
         let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()

@@ -112,7 +112,7 @@ struct Simulate: ParsableCommand {
     /// The ladder's rungs from abr.json, each with its real segments' rates from its media playlist.
     private func loadLadder() throws -> ([SwitchingPolicy.Rung], Double) {
         let root = URL(fileURLWithPath: directory)
-        let hintsFile = root.appendingPathComponent("abr.json")
+        let hintsFile = root.appendingPathComponent(HLSLayout.hintsFile)
         let hints: BandwidthHints
         do {
             hints = try JSONDecoder().decode(BandwidthHints.self, from: Data(contentsOf: hintsFile))
@@ -121,12 +121,12 @@ struct Simulate: ParsableCommand {
                            + "give a transcode output or a live job's HLS folder", status: .badInput)
         }
         guard !hints.variants.isEmpty else { throw CLIError(message: "\(hintsFile.path): no variants", status: .badInput) }
-        let hls = FileManager.default.fileExists(atPath: root.appendingPathComponent("hls/master.m3u8").path) ? root.appendingPathComponent("hls") : root
-        let name = hints.streamGuid.split(separator: "/").last.map(String.init) ?? hints.streamGuid
+        let offline = root.appendingPathComponent("hls")
+        let hls = FileManager.default.fileExists(atPath: offline.appendingPathComponent(HLSLayout.masterPlaylist).path) ? offline : root
+        let layout = HLSLayout(ladderGuid: hints.streamGuid)
         var rungs = SwitchingPolicy.Rung.ladder(hints)
         for index in rungs.indices {
-            let folder = hls.appendingPathComponent("\(name)_\(rungs[index].level)")
-            rungs[index].segmentBitRates = Self.segmentBitRates(playlist: folder.appendingPathComponent("index.m3u8"))
+            rungs[index].segmentBitRates = Self.segmentBitRates(playlist: hls.appendingPathComponent(layout.variantPlaylist(level: rungs[index].level)))
         }
         return (rungs, hints.keyframeInterval > 0 ? hints.keyframeInterval : 2)
     }

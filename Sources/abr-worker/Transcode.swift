@@ -70,6 +70,6 @@ struct Transcode: ParsableCommand {
                  formatBitRate($0.peakBitRate), $0.passthrough ? "-" : String(format: "%.0f", $0.encodeFps)]
             }).render())
         print("video: the video stream alone; average and peak: HLS segments with audio and container (RFC 8216)")
-        print("HLS: \(output)/hls/master.m3u8   hints: \(output)/abr.json   report: \(output)/report.json")
+        print("HLS: \(output)/hls/\(HLSLayout.masterPlaylist)   hints: \(output)/\(HLSLayout.hintsFile)   report: \(output)/report.json")
     }
 }

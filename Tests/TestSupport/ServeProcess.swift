@@ -109,7 +109,9 @@ public final class ServeProcess: @unchecked Sendable {
         try waitUntil(timeout: timeout, every: 0.25, condition)
     }
 
-    public func stop(signal: Int32 = SIGTERM) {
+    /// SIGINT by default: the node shuts down at once (SIGTERM drains its live jobs first, which a
+    /// test asks for explicitly).
+    public func stop(signal: Int32 = SIGINT) {
         stopProcess(process, signal: signal, grace: 40)
     }
 

@@ -173,7 +173,7 @@ import TestSupport
         #expect(after.framesOut >= during.framesOut + 58, "back on the grid: \(during.framesOut) → \(after.framesOut)")
         job.stop()
         #expect(job.waitUntilEnded(timeout: 30))
-        let playlist = try String(contentsOf: directory.appendingPathComponent(LiveLadderJob.variantPlaylistPath(ladder: ladder, level: lowest)), encoding: .utf8)
+        let playlist = try String(contentsOf: directory.appendingPathComponent(HLSLayout(ladderGuid: ladder.streamGuid).variantPlaylist(level: lowest)), encoding: .utf8)
         #expect(playlist.contains("#EXT-X-DISCONTINUITY"), "\(playlist)")
         // No segment spans the gap: every one is at most a keyframe interval.
         let durations = playlist.split(separator: "\n").filter { $0.hasPrefix("#EXTINF:") }
