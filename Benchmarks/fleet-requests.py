@@ -24,7 +24,8 @@ def worker(index):
         if delay > 0:
             time.sleep(delay)
         base = urllib.parse.urlparse(bases[n % len(bases)])
-        stream = streams[n % len(streams)]
+        # Each stream gets a publish request, then a subscribe request (answered by the node it was placed on).
+        stream = streams[(n // 2) % len(streams)]
         path = (f"/as/v1/streams/stream/default/publish/{stream}_1?transcode=true" if n % 2 == 0
                 else f"/as/v1/streams/stream/default/subscribe/{stream}_2")
         status = 0

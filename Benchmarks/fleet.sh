@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A fleet of three nodes on loopback (127.0.0.1–3) sharing one PostgreSQL server started here:
-#   1. node-request latency: RATE requests a second (default 200) for SECONDS (default 30), publish
+#   1. node-request latency: RATE requests a second (default 200) for LOAD_SECONDS (default 30), publish
 #      and subscribe requests spread over the three nodes, open loop (latency from each request's
 #      scheduled time);
 #   2. provisions lost over CYCLES (default 50) kill -9 cycles: each provisions a new stream through
@@ -13,12 +13,12 @@
 #
 #   Benchmarks/fleet.sh     (./abr bench fleet runs it; loopback only, stops by itself)
 #
-# Environment: RATE, SECONDS, CYCLES, WORKER (an abr-worker binary instead of this tree's release build).
+# Environment: RATE, LOAD_SECONDS, CYCLES, WORKER (an abr-worker binary instead of this tree's release build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source Benchmarks/common.sh
 rate=${RATE:-200}
-duration=${SECONDS_OF_LOAD:-${SECONDS:-30}}
+duration=${LOAD_SECONDS:-30}  # not SECONDS: bash counts its own seconds in it
 cycles=${CYCLES:-50}
 work=$PWD/Benchmarks/work/fleet
 rm -rf "$work"
@@ -135,7 +135,7 @@ wait "${nodes[2]}" || drain_status=$?
 wait "$player" || true
 missed=$(ffprobe -v error -select_streams v:0 -show_entries packet=pts_time -of csv=p=0 "$work/drain.ts" | python3 -c '
 import sys
-t = sorted(float(x) for x in sys.stdin.read().split() if x)
+t = sorted(float(line.split(",")[0]) for line in sys.stdin.read().split() if line.split(",")[0])
 print(sum(max(0, round((b - a) * 30) - 1) for a, b in zip(t, t[1:])), len(t))')
 echo "  the node exited with $drain_status; pictures missed, received: $missed" >&2
 

@@ -12,8 +12,10 @@ import Synchronization
 /// figures do not count yet) cover the job's estimate. The most free cores win, as Red5 ranks
 /// nodes by an expression under a limit; ties go to fewer subscribers, then the node id.
 public enum PlacementPolicy {
-    /// Seconds without a heartbeat after which a node is taken for dead.
-    public static let heartbeatExpiry = 10.0
+    /// Seconds without a heartbeat after which a node is taken for dead: four missed 2-s heartbeats
+    /// and a half, so a dead node is routed around within 10 s of its death, whenever it falls
+    /// between two heartbeats.
+    public static let heartbeatExpiry = 9.0
     /// Seconds a placement counts against its node before the node's own figures take over.
     public static let reservationLifetime = 15.0
 
