@@ -80,6 +80,7 @@ let package = Package(
             dependencies: [
                 "CSRT", "FFmpegBridge", "RTSP", "RTSPServer", "MediaCore",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),

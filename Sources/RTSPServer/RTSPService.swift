@@ -361,12 +361,7 @@ extension RTSPService: Service {
     public func run() async throws {
         if channels.withLock({ $0.server == nil }) { try start() }
         try? await gracefulShutdown()
-        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            // Closing waits on event loops: not on the cooperative pool.
-            DispatchQueue.global().async {
-                self.shutdown()
-                done.resume()
-            }
-        }
+        // Closing waits on event loops: on the process's thread pool for blocking work, not the cooperative pool.
+        try? await NIOThreadPool.singleton.runIfActive { self.shutdown() }
     }
 }

@@ -1,6 +1,7 @@
 import CSRT
 import Foundation
 import Logging
+import NIOPosix
 import MediaCore
 import RTSP
 import RTSPServer
@@ -366,12 +367,7 @@ extension SRTService: Service {
     public func run() async throws {
         if port == nil { try start() }
         try? await gracefulShutdown()
-        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            // Shutting down joins the receive thread: not on the cooperative pool.
-            DispatchQueue.global().async {
-                self.shutdown()
-                done.resume()
-            }
-        }
+        // Shutting down joins the receive thread: on the process's thread pool for blocking work, not the cooperative pool.
+        try? await NIOThreadPool.singleton.runIfActive { self.shutdown() }
     }
 }
