@@ -15,6 +15,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.0"),
+        // Authentication as route-group middleware (the admin API's bearer tokens, SM 1.0's accessToken).
+        .package(url: "https://github.com/hummingbird-project/hummingbird-auth", from: "2.5.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/vapor/jwt-kit", from: "5.7.1"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
@@ -110,6 +112,7 @@ let package = Package(
             dependencies: [
                 "LiveNode", "RTSPServer", "RTSP", "Transcoder", "MediaCore", "Store",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -129,13 +132,25 @@ let package = Package(
                 .product(name: "DequeModule", package: "swift-collections"),
             ]
         ),
+        // The node `serve` runs, built as a library (`buildApplication`): the command only parses
+        // arguments, and tests run the same node in-process.
+        .target(
+            name: "NodeApp",
+            dependencies: [
+                "Transcoder", "MediaCore", "RTSPServer", "RTMPServer", "SRTServer", "LiveNode", "ControlPlane", "Store", "CAllocator",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(
             name: "abr-worker",
             dependencies: [
-                "Transcoder", "MediaCore", "RTSPServer", "RTMPServer", "SRTServer", "LiveNode", "ControlPlane", "Store", "CAllocator",
+                "NodeApp", "Transcoder", "MediaCore", "FFmpegBridge", "ControlPlane",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
         // Every network- and API-facing parser as a fuzz entry point; `abr-fuzz` runs them under
@@ -174,7 +189,7 @@ let package = Package(
                                                           .product(name: "NIOCore", package: "swift-nio")]),
         .testTarget(
             name: "ControlPlaneTests",
-            dependencies: ["ControlPlane", "Store", "LiveNode", "MediaCore", "TestSupport", "Transcoder",
+            dependencies: ["ControlPlane", "Store", "LiveNode", "MediaCore", "TestSupport", "Transcoder", "NodeApp",
                            .product(name: "Hummingbird", package: "hummingbird"),
                            .product(name: "NIOHTTP1", package: "swift-nio"),
                            .product(name: "NIOPosix", package: "swift-nio"),

@@ -61,7 +61,6 @@ public final class FleetMembership: Sendable {
         /// The host publishers and players reach this node at.
         public var address = "127.0.0.1"
         public var heartbeatInterval = 2.0
-        public var expiry = PlacementPolicy.heartbeatExpiry
 
         public init(nodeId: String = FleetMembership.defaultNodeId()) {
             self.nodeId = nodeId
@@ -86,6 +85,9 @@ public final class FleetMembership: Sendable {
     public var nodeState: NodeState { state.withLock { $0 } }
 
     public func setPorts(_ update: (inout Ports) -> Void) { ports.withLock { update(&$0) } }
+
+    /// The ports the node listens on, as they are bound (HTTP's is 0 until its server runs).
+    public var listeningPorts: Ports { ports.withLock { $0 } }
 
     /// The host name and a random suffix: unique per process, so a restarted node is a new member
     /// and the old record simply expires.

@@ -46,8 +46,10 @@ public enum HTTPAPI {
             return json(["token": token, "expiresIn": "\(Int(plane.tokens.lifetime))"])
         }
 
-        router.post("/as/v1/streams/provision/{nodeGroup}") { request, context in
-            if let refusal = await authorize(request, plane) { return refusal }
+        // Provisions and the fleet's admin API: a valid bearer token, checked by the groups' middleware.
+        let provisions = router.group("/as/v1/streams/provision").add(middleware: BearerTokenAuthenticator(plane: plane))
+        let admin = router.group("/as/v1/admin").add(middleware: BearerTokenAuthenticator(plane: plane))
+        provisions.post("{nodeGroup}") { request, context in
             let nodeGroup = try nodeGroup(context)
             let body = try await collectBody(request)
             do {
@@ -59,14 +61,12 @@ public enum HTTPAPI {
             }
         }
 
-        router.get("/as/v1/streams/provision/{nodeGroup}") { request, context in
-            if let refusal = await authorize(request, plane) { return refusal }
+        provisions.get("{nodeGroup}") { _, context in
             let stored = try await plane.provisions.list(nodeGroup: try nodeGroup(context))
             return rawJSON("[" + stored.map(\.document).joined(separator: ",") + "]")
         }
 
-        router.get("/as/v1/streams/provision/{nodeGroup}/**") { request, context in
-            if let refusal = await authorize(request, plane) { return refusal }
+        provisions.get("{nodeGroup}/**") { _, context in
             let group = try nodeGroup(context)
             let guid = catchAllGuid(context)
             guard let stored = try await plane.provisions.get(guid, nodeGroup: group) else {
@@ -75,8 +75,7 @@ public enum HTTPAPI {
             return rawJSON(stored.document)
         }
 
-        router.delete("/as/v1/streams/provision/{nodeGroup}/**") { request, context in
-            if let refusal = await authorize(request, plane) { return refusal }
+        provisions.delete("{nodeGroup}/**") { _, context in
             let group = try nodeGroup(context)
             let guid = catchAllGuid(context)
             do {
@@ -88,33 +87,28 @@ public enum HTTPAPI {
             }
         }
 
-        // MARK: Stream Manager 1.0
-        router.post("/streammanager/api/4.0/admin/event/meta/{app}/{stream}") { request, context in
-            let guid = try sm1Guid(request, context, plane)
-            if let refusal = guid.refusal { return refusal }
+        // MARK: Stream Manager 1.0 (its meta API takes the shared accessToken, checked by the group's middleware)
+        let meta = router.group("/streammanager/api/4.0/admin/event/meta").add(middleware: StreamManager1AccessTokenAuthenticator(plane: plane))
+        meta.post("{app}/{stream}") { request, context in
             do {
-                let stored = try await plane.provisions.add(streamManager1: try await collectBody(request), streamGuid: guid.value)
+                let stored = try await plane.provisions.add(streamManager1: try await collectBody(request), streamGuid: sm1Guid(context))
                 return rawJSON(stored.document, status: .created)
             } catch {
                 return provisionFailure(error)
             }
         }
-        router.get("/streammanager/api/4.0/admin/event/meta/{app}/{stream}") { request, context in
-            let guid = try sm1Guid(request, context, plane)
-            if let refusal = guid.refusal { return refusal }
-            guard let stored = try await plane.provisions.get(guid.value, nodeGroup: ProvisionBook.sm1NodeGroup) else {
-                return error(.notFound, "\(guid.value) has no Stream Manager 1.0 meta")
+        meta.get("{app}/{stream}") { _, context in
+            guard let stored = try await plane.provisions.get(sm1Guid(context), nodeGroup: ProvisionBook.sm1NodeGroup) else {
+                return error(.notFound, "\(sm1Guid(context)) has no Stream Manager 1.0 meta")
             }
             return rawJSON(stored.document)
         }
-        router.delete("/streammanager/api/4.0/admin/event/meta/{app}/{stream}") { request, context in
-            let guid = try sm1Guid(request, context, plane)
-            if let refusal = guid.refusal { return refusal }
+        meta.delete("{app}/{stream}") { _, context in
             do {
-                let removed = try await plane.provisions.remove(guid.value, nodeGroup: ProvisionBook.sm1NodeGroup)
+                let removed = try await plane.provisions.remove(sm1Guid(context), nodeGroup: ProvisionBook.sm1NodeGroup)
                 return rawJSON(removed.document)
             } catch ProvisionBook.Failure.notFound {
-                return error(.notFound, "\(guid.value) has no Stream Manager 1.0 meta")
+                return error(.notFound, "\(sm1Guid(context)) has no Stream Manager 1.0 meta")
             }
         }
 
@@ -135,9 +129,7 @@ public enum HTTPAPI {
         }
         // Stream Manager 1.0's node request: `?action=broadcast` (publish) or `subscribe`.
         router.get("/streammanager/api/4.0/event/{app}/{stream}") { request, context in
-            guard plane.configuration.sm1AccessToken != nil else {
-                return error(.notFound, "the Stream Manager 1.0 API is off: set ABR_WORKER_SM1_ACCESS_TOKEN to turn it on")
-            }
+            guard plane.configuration.sm1AccessToken != nil else { throw streamManager1Off }
             let app = context.parameters.get("app") ?? "", stream = context.parameters.get("stream") ?? ""
             let action = request.uri.queryParameters.get("action") ?? ""
             do {
@@ -153,20 +145,17 @@ public enum HTTPAPI {
                 return nodeRequestFailure(failure)
             }
         }
-        router.get("/as/v1/admin/nodes") { request, _ in
-            if let refusal = await authorize(request, plane) { return refusal }
-            return json(try await plane.fleetNodes())
+        admin.get("nodes") { _, _ in
+            json(try await plane.fleetNodes())
         }
-        router.get("/as/v1/admin/nodes/{nodeId}") { request, context in
-            if let refusal = await authorize(request, plane) { return refusal }
+        admin.get("nodes/{nodeId}") { _, context in
             let named = context.parameters.get("nodeId") ?? ""
             let id = named == "self" ? plane.fleet.identity.nodeId : named
             guard let node = try await plane.fleetNodes().first(where: { $0.nodeId == id }) else { return error(.notFound, "no node \(id.prefix(80)) in the registry") }
             return json(node)
         }
         // `self` names the node answering (a Kubernetes preStop hook calls its own pod).
-        router.put("/as/v1/admin/nodes/{nodeId}/state") { request, context in
-            if let refusal = await authorize(request, plane) { return refusal }
+        admin.put("nodes/{nodeId}/state") { request, context in
             let named = context.parameters.get("nodeId") ?? ""
             let id = named == "self" ? plane.fleet.identity.nodeId : named
             let body = try await collectBody(request)
@@ -175,7 +164,8 @@ public enum HTTPAPI {
                 return error(.badRequest, "send {\"state\": \"INSERVICE\" | \"SOFT_SUNSET\" | \"HARD_SUNSET\"}")
             }
             guard try await plane.requestNodeState(state, nodeId: id) else { return error(.notFound, "no node \(id.prefix(80)) in the registry") }
-            plane.logger.notice("node state requested over HTTP", metadata: ["node.id": "\(id)", "state": "\(state.rawValue)"])
+            plane.logger.notice("node state requested over HTTP", metadata: ["node.id": "\(id)", "state": "\(state.rawValue)",
+                                                                              "by": "\(context.identity?.subject ?? "?")"])
             // Another node applies it at its next heartbeat (about 2 s).
             let own = id == plane.fleet.identity.nodeId
             return json(["nodeId": id, "state": state.rawValue, "applied": own ? "now" : "at the node's next heartbeat"],
@@ -304,21 +294,6 @@ public enum HTTPAPI {
         return (String(text[..<colon]), String(text[text.index(after: colon)...]))
     }
 
-    /// nil when the bearer token is valid; otherwise the 401 to send.
-    static func authorize(_ request: Request, _ plane: ControlPlane) async -> Response? {
-        guard let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer ") else {
-            return error(.unauthorized, "missing bearer token: log in with PUT /as/v1/auth/login and send Authorization: Bearer <token>",
-                         challenge: "Bearer")
-        }
-        let token = header.dropFirst(7).trimmingCharacters(in: .whitespaces)
-        switch await plane.tokens.verify(token) {
-        case .success: return nil
-        case let .failure(refusal):
-            plane.logger.warning("request refused: \(refusal.reason)", metadata: ["path": "\(request.uri.path)"])
-            return error(.unauthorized, refusal.reason, challenge: "Bearer error=\"invalid_token\"")
-        }
-    }
-
     static func nodeGroup(_ context: NodeRequestContext) throws -> String {
         let group = context.parameters.get("nodeGroup") ?? ""
         guard ProvisionBook.isValidNodeGroup(group) else {
@@ -332,16 +307,12 @@ public enum HTTPAPI {
         context.parameters.getCatchAll().map { String($0).removingPercentEncoding ?? String($0) }.joined(separator: "/")
     }
 
-    static func sm1Guid(_ request: Request, _ context: NodeRequestContext, _ plane: ControlPlane) throws -> (value: String, refusal: Response?) {
-        let guid = "\(context.parameters.get("app") ?? "")/\(context.parameters.get("stream") ?? "")"
-        guard let expected = plane.configuration.sm1AccessToken else {
-            return (guid, error(.notFound, "the Stream Manager 1.0 API is off: set ABR_WORKER_SM1_ACCESS_TOKEN to turn it on"))
-        }
-        guard let given = request.uri.queryParameters.get("accessToken"), constantTimeEqual(given, expected) else {
-            return (guid, error(.unauthorized, "missing or wrong accessToken"))
-        }
-        return (guid, nil)
+    /// Stream Manager 1.0 names a stream by scope and name: `/{app}/{stream}`.
+    static func sm1Guid(_ context: NodeRequestContext) -> String {
+        "\(context.parameters.get("app") ?? "")/\(context.parameters.get("stream") ?? "")"
     }
+
+    static let streamManager1Off = HTTPError(.notFound, message: "the Stream Manager 1.0 API is off: set ABR_WORKER_SM1_ACCESS_TOKEN to turn it on")
 
     static func collectBody(_ request: Request) async throws -> [UInt8] {
         do {

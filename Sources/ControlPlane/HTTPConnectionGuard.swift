@@ -1,5 +1,7 @@
 import Dispatch
+import Foundation
 import Hummingbird
+import HummingbirdAuth
 import HummingbirdCore
 import Logging
 import NIOCore
@@ -101,13 +103,22 @@ final class HTTPConnectionGuard: ChannelInboundHandler, RemovableChannelHandler 
 }
 
 /// A request context that knows the client's address (for per-address limits).
-public struct NodeRequestContext: RequestContext, RemoteAddressRequestContext {
+public struct NodeRequestContext: AuthRequestContext, RemoteAddressRequestContext {
     public var coreContext: CoreRequestContextStorage
     public let remoteAddress: SocketAddress?
+    /// Set by a route group's authenticator (`BearerTokenAuthenticator`, `StreamManager1AccessTokenAuthenticator`).
+    public var identity: APIIdentity?
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         remoteAddress = source.channel.remoteAddress
+    }
+
+    /// Errors thrown as `HTTPError` read like the API's own (`HTTPAPI.error`): paths in messages unescaped.
+    public var responseEncoder: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
     }
 
     var clientAddress: String { remoteAddress?.ipAddress ?? "?" }

@@ -43,7 +43,7 @@ extension ControlPlane {
     /// This node as the registry shows it now.
     public func nodeRecord() -> NodeRecord {
         let identity = fleet.identity
-        let ports = fleet.ports.withLock { $0 }
+        let ports = fleet.listeningPorts
         let snapshot = capacitySnapshot()
         let jobs = node.jobs
         let active = jobs.filter { $0.state == .running || $0.state == .interrupted }

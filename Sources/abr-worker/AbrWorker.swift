@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import FFmpegBridge
 import MediaCore
+import NodeApp
 import Transcoder
 
 /// Exit codes the README documents: scripts and stream managers branch on them.
@@ -69,19 +70,4 @@ struct CLIError: Error {
 
 func printError(_ text: String) {
     FileHandle.standardError.write(Data((text + "\n").utf8))
-}
-
-/// Reads and validates a provision file; the file's own problems exit 2, like its content's.
-func loadLadder(path: String, streamGuid: String?) throws -> Ladder {
-    let data: Data
-    do {
-        data = try Data(contentsOf: URL(fileURLWithPath: path))
-    } catch {
-        throw CLIError(message: "cannot read provision file \(path): \(error.localizedDescription)", status: .invalidProvisionOrArguments)
-    }
-    do {
-        return try ProvisionParser.parse(data, streamGuid: streamGuid)
-    } catch {
-        throw ProvisionError(problems: error.problems.map { ProvisionProblem(path: "\(path): \($0.path)", message: $0.message) })
-    }
 }

@@ -1,7 +1,8 @@
 import ArgumentParser
-import Foundation
 import FFmpegBridge
+import Foundation
 import MediaCore
+import NodeApp
 import Transcoder
 
 struct Transcode: ParsableCommand {
@@ -35,7 +36,7 @@ struct Transcode: ParsableCommand {
     }
 
     func run() throws {
-        let ladder = try loadLadder(path: provision, streamGuid: streamGuid)
+        let ladder = try ProvisionFile.load(path: provision, streamGuid: streamGuid)
         FFmpegLibrary.setLogLevel(quiet ? .quiet : .error)
         let options = encoding.transcodeOptions(threads: threads)
         let job = LadderJob(ladder: ladder, input: input, outputDirectory: URL(fileURLWithPath: output), options: options)

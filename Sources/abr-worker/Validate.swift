@@ -1,5 +1,6 @@
 import ArgumentParser
 import MediaCore
+import NodeApp
 
 struct Validate: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -12,7 +13,7 @@ struct Validate: ParsableCommand {
     var streamGuid: String?
 
     func run() throws {
-        let ladder = try loadLadder(path: file, streamGuid: streamGuid)
+        let ladder = try ProvisionFile.load(path: file, streamGuid: streamGuid)
         print("stream \(ladder.streamGuid): \(ladder.variants.count) variant\(ladder.variants.count == 1 ? "" : "s")")
         print(Table(
             header: ["level", "stream guid", "size", "bit rate"],

@@ -9,18 +9,18 @@ import ServiceLifecycle
 /// live run fragments those arenas: the soak showed RSS creeping ~0.35 MB a minute with flat
 /// contents. A fixed threshold keeps large buffers in mappings that go back on free, and a
 /// periodic `malloc_trim` returns the arenas' free pages.
-struct MemoryReturn: Service {
+public struct MemoryReturn: Service {
     /// Blocks at least this large get their own mapping (glibc's default before it adapts).
     static let mmapThreshold: Int32 = 256 * 1024
     let interval: Duration
     let logger: Logger
 
     /// Call once at start, before the node allocates much.
-    static func configureAllocator() {
+    public static func configureAllocator() {
         _ = callocator_set_mmap_threshold(mmapThreshold)
     }
 
-    func run() async throws {
+    public func run() async throws {
         try? await cancelWhenGracefulShutdown {
             while true {
                 try await Task.sleep(for: interval)

@@ -4,12 +4,12 @@ import Glibc
 #endif
 
 /// A blocking TCP client that sends whatever bytes a test wants: for malformed and hostile requests.
-final class RawRTSPClient {
+public final class RawRTSPClient {
     private let socketDescriptor: Int32
 
     /// - Parameter receiveBuffer: a small SO_RCVBUF makes a client that stops reading stall quickly.
     /// - Parameter sourceAddress: the loopback address to connect from (127.0.0.2 is another client).
-    init(port: Int, receiveBuffer: Int32? = nil, sourceAddress: String? = nil) throws {
+    public init(port: Int, receiveBuffer: Int32? = nil, sourceAddress: String? = nil) throws {
         socketDescriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         if let sourceAddress {
             var local = sockaddr_in()
@@ -36,18 +36,18 @@ final class RawRTSPClient {
 
     deinit { close(socketDescriptor) }
 
-    func send(_ text: String) { send(Array(text.utf8)) }
+    public func send(_ text: String) { send(Array(text.utf8)) }
 
     /// - Parameter nonBlocking: return at once when the socket cannot take more.
     /// - Returns: how many bytes the kernel took (0 when none, never negative).
     @discardableResult
-    func send(_ bytes: [UInt8], nonBlocking: Bool = false) -> Int {
+    public func send(_ bytes: [UInt8], nonBlocking: Bool = false) -> Int {
         let flags = Int32(MSG_NOSIGNAL) | (nonBlocking ? Int32(MSG_DONTWAIT) : 0)
         return max(0, bytes.withUnsafeBytes { Glibc.send(socketDescriptor, $0.baseAddress, $0.count, flags) })
     }
 
     /// Reads until a whole response head (and its body) arrived, or the timeout; "" on close.
-    func receiveResponse() -> String {
+    public func receiveResponse() -> String {
         var data = [UInt8]()
         var chunk = [UInt8](repeating: 0, count: 4096)
         while true {
@@ -69,14 +69,14 @@ final class RawRTSPClient {
     }
 
     /// What has arrived, at most `maximum` bytes, without waiting.
-    func receiveAvailable(maximum: Int) -> [UInt8] {
+    public func receiveAvailable(maximum: Int) -> [UInt8] {
         var chunk = [UInt8](repeating: 0, count: maximum)
         let count = recv(socketDescriptor, &chunk, maximum, Int32(MSG_DONTWAIT))
         return count > 0 ? Array(chunk[0..<count]) : []
     }
 
     /// Whatever arrives within `seconds` (the socket's receive timeout bounds each read).
-    func receiveRaw(for seconds: Double) -> [UInt8] {
+    public func receiveRaw(for seconds: Double) -> [UInt8] {
         var data = [UInt8]()
         var chunk = [UInt8](repeating: 0, count: 65536)
         let deadline = Date().addingTimeInterval(seconds)
@@ -88,28 +88,28 @@ final class RawRTSPClient {
     }
 
     /// A minimal H.264 stream description, as a publisher announces it.
-    static let videoSDP = "v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=x\r\nt=0 0\r\nm=video 0 RTP/AVP 96\r\na=rtpmap:96 H264/90000\r\na=control:streamid=0\r\n"
+    public static let videoSDP = "v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=x\r\nt=0 0\r\nm=video 0 RTP/AVP 96\r\na=rtpmap:96 H264/90000\r\na=control:streamid=0\r\n"
 
     /// The `Session:` id in a response, without its timeout.
-    static func sessionID(in response: String) -> String {
+    public static func sessionID(in response: String) -> String {
         response.split(separator: "\r\n").first { $0.hasPrefix("Session:") }
             .map { String($0.dropFirst(8).split(separator: ";")[0]).trimmingCharacters(in: .whitespaces) } ?? ""
     }
 
-    func announce(_ url: String, sdp: String = RawRTSPClient.videoSDP, authorization: String? = nil) -> String {
+    public func announce(_ url: String, sdp: String = RawRTSPClient.videoSDP, authorization: String? = nil) -> String {
         let auth = authorization.map { "Authorization: \($0)\r\n" } ?? ""
         send("ANNOUNCE \(url) RTSP/1.0\r\nCSeq: 1\r\n\(auth)Content-Type: application/sdp\r\nContent-Length: \(sdp.utf8.count)\r\n\r\n\(sdp)")
         return receiveResponse()
     }
 
     /// An `Authorization` value for HTTP Basic.
-    static func basic(_ user: String, _ password: String) -> String {
+    public static func basic(_ user: String, _ password: String) -> String {
         "Basic " + Data("\(user):\(password)".utf8).base64EncodedString()
     }
 
     /// ANNOUNCE, SETUP of track 0 over TCP (interleaved 0-1) and RECORD, as a publisher; returns the
     /// session id and every status, in order.
-    func startPublishing(_ url: String, authorization: String? = nil) -> (session: String, statuses: [Int?]) {
+    public func startPublishing(_ url: String, authorization: String? = nil) -> (session: String, statuses: [Int?]) {
         let announced = announce(url, authorization: authorization)
         let session = Self.sessionID(in: announced)
         send("SETUP \(url)/streamid=0 RTSP/1.0\r\nCSeq: 2\r\nSession: \(session)\r\nTransport: RTP/AVP/TCP;unicast;interleaved=0-1;mode=record\r\n\r\n")
@@ -119,7 +119,7 @@ final class RawRTSPClient {
     }
 
     /// The status code of the next response, or nil when the server closed the connection.
-    func status() -> Int? {
+    public func status() -> Int? {
         let response = receiveResponse()
         guard response.hasPrefix("RTSP/1.0 ") else { return nil }
         return Int(response.dropFirst(9).prefix(3))

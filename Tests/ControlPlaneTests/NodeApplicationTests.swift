@@ -1,0 +1,104 @@
+import ControlPlane
+import Foundation
+import HTTPTypes
+import MediaCore
+import NIOCore
+import NIOPosix
+import NodeApp
+import Testing
+import TestSupport
+
+/// The node `abr-worker serve` runs, built by the library and run in this process: what the
+/// command line does, minus argument parsing and signals.
+@Suite struct NodeApplicationTests {
+    static let environment = ["ABR_WORKER_ADMIN_USER": TestPlane.user, "ABR_WORKER_ADMIN_PASSWORD": TestPlane.password,
+                              "ABR_WORKER_JWT_SECRET": TestPlane.secret]
+
+    static func scratch() -> URL {
+        FileManager.default.temporaryDirectory.appendingPathComponent("abr-app-\(UUID().uuidString.prefix(8))")
+    }
+
+    static func settings(_ directory: URL) -> NodeSettings {
+        var settings = NodeSettings()
+        settings.rtspPort = 0
+        settings.httpPort = 0
+        settings.rtmpPort = 0
+        settings.srtPort = -1
+        settings.dataDirectory = directory.path
+        settings.provisionFiles = [fixture("provisions/sm2-3-level.json")]
+        settings.nodeGroup = "east"
+        settings.statusInterval = 0
+        return settings
+    }
+
+    @Test func theServedNodeRunsInProcessAnswersAndShutsDownInOrder() async throws {
+        let directory = Self.scratch()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let application = try await buildApplication(Self.settings(directory), environment: Self.environment, shutdownSignals: [])
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await application.run() }
+            var http = 0
+            for _ in 0..<100 where http == 0 {
+                try await Task.sleep(for: .milliseconds(100))
+                http = application.plane.fleet.listeningPorts.http
+            }
+            try #require(http > 0, "the HTTP server never listened")
+            let client = LiveHTTPClient(port: http)
+
+            try await client.execute(uri: "/ready", method: .get) { response in #expect(response.status == .ok, "\(text(response.body))") }
+            // The provision file given at start is stored, and a Stream Manager 2.0 client is sent here.
+            try await client.execute(uri: "/as/v1/streams/stream/east/publish/live/stream1?transcode=true", method: .get) { response in
+                #expect(response.status == .ok, "\(text(response.body))")
+                let answer = try #require(try JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [[String: Any]]).first
+                #expect(answer?["serverAddress"] as? String == "127.0.0.1")
+                #expect(answer?["nodeRole"] as? String == "transcoder")
+                #expect((answer?["rtsp"] as? String)?.hasSuffix(":\(application.rtspPort)/live/stream1_1") == true, "\(answer ?? [:])")
+            }
+            // The admin API is behind the bearer-token middleware: refused with a reason, then let through.
+            try await client.execute(uri: "/as/v1/admin/nodes/self", method: .get) { response in
+                #expect(response.status == .unauthorized)
+                #expect(response.headers[.wwwAuthenticate] == "Bearer")
+                #expect(text(response.body).contains("log in with PUT /as/v1/auth/login"), "\(text(response.body))")
+            }
+            let token = try await login(client)
+            try await client.execute(uri: "/as/v1/admin/nodes/self", method: .get, headers: bearer(token)) { response in
+                #expect(response.status == .ok, "\(text(response.body))")
+                let node = try jsonObject(response.body)
+                #expect(node["nodeGroup"] as? String == "east", "\(node)")
+            }
+            // RTSP listens on the port the application reports.
+            let rtsp = try RawRTSPClient(port: application.rtspPort)
+            rtsp.send("OPTIONS rtsp://127.0.0.1:\(application.rtspPort)/live/stream1_1 RTSP/1.0\r\nCSeq: 1\r\n\r\n")
+            #expect(rtsp.receiveResponse().hasPrefix("RTSP/1.0 200"))
+
+            await application.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+        }
+        #expect(application.plane.fleet.nodeState == .hardSunset, "a graceful shutdown drains through HARD_SUNSET")
+    }
+
+    @Test func whatCannotStartSaysWhy() async throws {
+        let directory = Self.scratch()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var bad = Self.settings(directory)
+        bad.grace = -1
+        await #expect(throws: NodeSettings.Invalid.self) { try await buildApplication(bad, environment: Self.environment, shutdownSignals: []) }
+
+        var missing = Self.settings(directory)
+        missing.provisionFiles = [directory.appendingPathComponent("nowhere.json").path]
+        let problem = await #expect(throws: ProvisionError.self) {
+            try await buildApplication(missing, environment: Self.environment, shutdownSignals: [])
+        }
+        #expect(problem?.description.contains("nowhere.json") == true)
+
+        // A port already taken fails the start and names it.
+        let taken = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
+        var busy = Self.settings(directory.appendingPathComponent("busy"))
+        busy.rtspPort = try #require(taken.localAddress?.port)
+        let failure = await #expect(throws: NodeStartFailure.self) {
+            try await buildApplication(busy, environment: Self.environment, shutdownSignals: [])
+        }
+        #expect(failure?.description.contains("cannot listen for RTSP on 127.0.0.1:\(busy.rtspPort)") == true, "\(String(describing: failure))")
+        try await taken.close()
+    }
+}
