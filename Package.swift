@@ -14,7 +14,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
-        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.0"),
+        // Without its default ConfigurationSupport trait: the node reads no swift-configuration
+        // providers, and that is one package fewer to build from source.
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.0", traits: ["FullFoundation"]),
         // Authentication as route-group middleware (the admin API's bearer tokens, SM 1.0's accessToken).
         .package(url: "https://github.com/hummingbird-project/hummingbird-auth", from: "2.5.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),

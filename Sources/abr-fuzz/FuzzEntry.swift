@@ -21,6 +21,23 @@ public func fuzzTestOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt
     selectedTarget.run(data.map { Array(UnsafeBufferPointer(start: $0, count: size)) } ?? [])
     return 0
 }
+
+/// libFuzzer's driver, for a program that keeps its own `main`.
+@_silgen_name("LLVMFuzzerRunDriver")
+func LLVMFuzzerRunDriver(_ argc: UnsafeMutablePointer<CInt>,
+                         _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
+                         _ testOneInput: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt) -> CInt
+
+/// The test command builds the fuzzer with `-Xswiftc -sanitize=fuzzer` in the suite's own build
+/// folder (only the Swift modules are rebuilt, instrumented). SwiftPM then links the executable
+/// with `main` renamed to this function, as for any executable; it hands over to libFuzzer. With
+/// `--sanitize=fuzzer` (`./abr fuzz`) libFuzzer's own `main` is linked and this goes unused.
+@_cdecl("abr_fuzz_main")
+func abrFuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
+    var count = argc
+    var arguments = argv
+    return LLVMFuzzerRunDriver(&count, &arguments, fuzzTestOneInput)
+}
 #else
 @main
 struct ReplayInputs {
