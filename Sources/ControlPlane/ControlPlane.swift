@@ -45,7 +45,11 @@ public final class ControlPlane: Sendable {
     public let tokens: TokenAuthority
     public let hlsFiles: HLSFiles
     public let httpConnections: HTTPConnectionLimiter
-    let loginThrottle = LoginThrottle()
+    /// Failed logins per address: 10 at once, then one every 3 s.
+    let loginThrottle = AddressThrottle(burst: 10, interval: 3)
+    /// New placements by open node requests per address: 16 at once, then one a second. A reservation
+    /// lasts `PlacementPolicy.reservationLifetime` (15 s), so one address holds at most about 31.
+    let placementThrottle = AddressThrottle(burst: 16, interval: 1)
     let logger: Logger
     private let readiness = Atomic<Bool>(false)
     /// `rtsp://host:port` once the RTSP server listens: links on the status page and in job views.

@@ -149,10 +149,12 @@ public enum NodeRequestFailure: Error, Sendable, Equatable {
     case noRoom(String, retryAfter: Int)
     /// 503: the store cannot be reached.
     case storeUnavailable(String)
+    /// 429: this client address reserved room for too many streams of late; ask again after `retryAfter` seconds.
+    case tooManyPlacements(String, retryAfter: Int)
 
     public var message: String {
         switch self {
-        case let .badRequest(m), let .notFound(m), let .noRoom(m, _), let .storeUnavailable(m): m
+        case let .badRequest(m), let .notFound(m), let .noRoom(m, _), let .storeUnavailable(m), let .tooManyPlacements(m, _): m
         }
     }
 }

@@ -25,7 +25,7 @@ public enum HTTPAPI {
         // MARK: Stream Manager 2.0
         router.put("/as/v1/auth/login") { request, context in
             let address = context.clientAddress
-            if let wait = plane.loginThrottle.retryAfter(address, now: LoginThrottle.now()) {
+            if let wait = plane.loginThrottle.retryAfter(address, now: AddressThrottle.now()) {
                 var response = error(.tooManyRequests, "too many failed logins from \(address); try again in \(wait) s")
                 response.headers[.retryAfter] = "\(wait)"
                 return response
@@ -38,7 +38,7 @@ public enum HTTPAPI {
             let userMatches = constantTimeEqual(user, credentials.adminUser)
             let passwordMatches = constantTimeEqual(password, credentials.adminPassword)
             guard userMatches && passwordMatches else {
-                plane.loginThrottle.recordFailure(address, now: LoginThrottle.now())
+                plane.loginThrottle.record(address, now: AddressThrottle.now())
                 plane.logger.warning("login refused", metadata: ["user": "\(user)", "http.address": "\(address)"])
                 return error(.unauthorized, "wrong user or password", challenge: "Basic realm=\"abr-worker\"")
             }
@@ -119,7 +119,7 @@ public enum HTTPAPI {
                 let guid = catchAllGuid(context)
                 do {
                     let answer = action == "publish"
-                        ? try await plane.publishNode(group: group, streamGuid: guid)
+                        ? try await plane.publishNode(group: group, streamGuid: guid, client: context.clientAddress)
                         : try await plane.subscribeNode(group: group, streamGuid: guid)
                     return json([answer])
                 } catch let failure as NodeRequestFailure {
@@ -135,7 +135,8 @@ public enum HTTPAPI {
             do {
                 let answer: NodeAnswer
                 switch action {
-                case "broadcast": answer = try await plane.publishNode(group: ProvisionBook.sm1NodeGroup, streamGuid: "\(app)/\(stream)")
+                case "broadcast":
+                    answer = try await plane.publishNode(group: ProvisionBook.sm1NodeGroup, streamGuid: "\(app)/\(stream)", client: context.clientAddress)
                 case "subscribe": answer = try await plane.subscribeNode(group: ProvisionBook.sm1NodeGroup, streamGuid: "\(app)/\(stream)")
                 default: return error(.badRequest, "action must be broadcast or subscribe (got \(action.prefix(40)))")
                 }
@@ -330,6 +331,10 @@ public enum HTTPAPI {
         case let .storeUnavailable(message): return error(.serviceUnavailable, message)
         case let .noRoom(message, retryAfter):
             var response = error(.serviceUnavailable, message)
+            response.headers[.retryAfter] = "\(retryAfter)"
+            return response
+        case let .tooManyPlacements(message, retryAfter):
+            var response = error(.tooManyRequests, message)
             response.headers[.retryAfter] = "\(retryAfter)"
             return response
         }

@@ -124,35 +124,42 @@ public struct NodeRequestContext: AuthRequestContext, RemoteAddressRequestContex
     var clientAddress: String { remoteAddress?.ipAddress ?? "?" }
 }
 
-/// Failed logins per client address: a burst, then one more every `interval` seconds, so a
-/// password cannot be guessed at the speed of the network. A successful login costs nothing.
-final class LoginThrottle: Sendable {
-    static let burst = 10.0
-    static let interval = 3.0
+/// Things a client address may do only so often: a burst, then one more every `interval` seconds
+/// (a leaky bucket per address). Failed logins, so a password cannot be guessed at the speed of
+/// the network (a successful login costs nothing); new placements by open node requests, so one
+/// address cannot reserve the fleet's room for streams nobody publishes.
+final class AddressThrottle: Sendable {
+    let burst: Double
+    let interval: Double
     /// Addresses remembered at most; past it those that are back to a full burst are forgotten.
     static let maximumAddresses = 10_000
 
-    private let state = Mutex<[String: (failures: Double, at: Double)]>([:])
+    private let state = Mutex<[String: (count: Double, at: Double)]>([:])
 
-    /// Seconds to wait before the next attempt from `address`, or nil when it may try now.
+    init(burst: Double, interval: Double) {
+        self.burst = burst
+        self.interval = interval
+    }
+
+    /// Seconds to wait before the next one from `address`, or nil when it may go ahead now.
     func retryAfter(_ address: String, now: Double) -> Int? {
         state.withLock { state in
             guard let entry = state[address] else { return nil }
-            let failures = max(0, entry.failures - (now - entry.at) / Self.interval)
-            guard failures + 1 > Self.burst else { return nil }
-            return max(1, Int(((failures + 1 - Self.burst) * Self.interval).rounded(.up)))
+            let count = max(0, entry.count - (now - entry.at) / interval)
+            guard count + 1 > burst else { return nil }
+            return max(1, Int(((count + 1 - burst) * interval).rounded(.up)))
         }
     }
 
-    func recordFailure(_ address: String, now: Double) {
+    func record(_ address: String, now: Double) {
         state.withLock { state in
-            let previous = state[address].map { max(0, $0.failures - (now - $0.at) / Self.interval) } ?? 0
-            state[address] = (min(previous + 1, Self.burst * 2), now)
+            let previous = state[address].map { max(0, $0.count - (now - $0.at) / interval) } ?? 0
+            state[address] = (min(previous + 1, burst * 2), now)
             if state.count > Self.maximumAddresses {
-                state = state.filter { $0.value.failures - (now - $0.value.at) / Self.interval > 0 }
+                state = state.filter { $0.value.count - (now - $0.value.at) / interval > 0 }
             }
             if state.count > Self.maximumAddresses {
-                // Still full (failures from that many addresses at once): keep half, arbitrarily.
+                // Still full (that many addresses at once): keep half, arbitrarily.
                 state = Dictionary(uniqueKeysWithValues: state.prefix(Self.maximumAddresses / 2).map { ($0.key, $0.value) })
             }
         }

@@ -132,7 +132,11 @@ extension ControlPlane {
     /// `GET /as/v1/streams/stream/{group}/publish/{guid}`: the node the top variant's publisher
     /// should push to. The node already serving the stream keeps it (a publisher coming back
     /// resumes its job there); otherwise the in-service node with the most room for the ladder.
-    public func publishNode(group: String, streamGuid guid: String) async throws(NodeRequestFailure) -> NodeAnswer {
+    ///
+    /// Node requests are open (the seed's clients send no credentials), and a new placement holds
+    /// room on a node for a while: `client` (the asking address) may make only so many
+    /// (`placementThrottle`). Asking again for a stream already placed or live costs nothing.
+    public func publishNode(group: String, streamGuid guid: String, client: String) async throws(NodeRequestFailure) -> NodeAnswer {
         let (ladder, variant) = try await provisioned(guid, group: group)
         if let variant, variant.level != ladder.top.level {
             throw .badRequest("\(guid) is made by the transcoder: publish the top variant, \(ladder.top.streamGuid)")
@@ -148,6 +152,9 @@ extension ControlPlane {
         if let serving = PlacementPolicy.serving(ladder.streamGuid, nodes: groupNodes, placements: placements) {
             return NodeAnswer(streamGuid: ladder.top.streamGuid, role: "transcoder", node: serving)
         }
+        if let wait = placementThrottle.retryAfter(client, now: AddressThrottle.now()) {
+            throw .tooManyPlacements("\(client) has reserved room for too many streams of late; try again in \(wait) s", retryAfter: wait)
+        }
         let cores = capacity.estimatedCores(ladder)
         guard let chosen = PlacementPolicy.rank(needing: cores, group: group, nodes: nodes, placements: placements).first else {
             let alive = groupNodes.filter { PlacementPolicy.isAlive($0) }
@@ -160,6 +167,7 @@ extension ControlPlane {
         } catch {
             throw .storeUnavailable("the store cannot be reached: \(error)")
         }
+        placementThrottle.record(client, now: AddressThrottle.now())
         return NodeAnswer(streamGuid: ladder.top.streamGuid, role: "transcoder", node: chosen)
     }
 

@@ -177,8 +177,8 @@ extension IngestTests {
         #expect(node.waitFor(timeout: 15) { node.jobState("live/stream1") == "interrupted" })
 
         let srtErrors = scratch.appendingPathComponent("srt.err")
-        // 8 s: the player's last 4 s of media with slack for SRT's start (libavformat's analysis) on a busy machine.
-        let overSRT = try Self.ffmpegSRT(srt, streamID: "#!::r=live/stream1_1,m=publish,u=user,p=pass", seconds: 8, errors: srtErrors)
+        // 12 s: the player's last 4 s of media with slack for SRT's start (libavformat's analysis) on a busy machine.
+        let overSRT = try Self.ffmpegSRT(srt, streamID: "#!::r=live/stream1_1,m=publish,u=user,p=pass", seconds: 12, errors: srtErrors)
         defer { stopProcess(overSRT, signal: SIGINT) }
         if publishing("srt") { seen.append("srt") }
         #expect(seen == ["rtmp", "srt"], "publishers seen: \(seen); SRT: \(Self.text(srtErrors)) \(node.log.suffix(1500))")

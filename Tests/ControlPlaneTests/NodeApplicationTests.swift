@@ -31,10 +31,8 @@ import TestSupport
         return settings
     }
 
-    @Test func theServedNodeRunsInProcessAnswersAndShutsDownInOrder() async throws {
-        let directory = Self.scratch()
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let application = try await buildApplication(Self.settings(directory), environment: Self.environment, shutdownSignals: [])
+    /// Runs the application until `body` is done with a client of its HTTP API, then shuts it down gracefully.
+    static func serving(_ application: NodeApplication, _ body: (LiveHTTPClient) async throws -> Void) async throws {
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await application.run() }
             var http = 0
@@ -42,8 +40,24 @@ import TestSupport
                 try await Task.sleep(for: .milliseconds(100))
                 http = application.plane.fleet.listeningPorts.http
             }
-            try #require(http > 0, "the HTTP server never listened")
-            let client = LiveHTTPClient(port: http)
+            do {
+                try #require(http > 0, "the HTTP server never listened")
+                try await body(LiveHTTPClient(port: http))
+            } catch {
+                await application.triggerGracefulShutdown()
+                try? await tasks.waitForAll()
+                throw error
+            }
+            await application.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+        }
+    }
+
+    @Test func theServedNodeRunsInProcessAnswersAndShutsDownInOrder() async throws {
+        let directory = Self.scratch()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let application = try await buildApplication(Self.settings(directory), environment: Self.environment, shutdownSignals: [])
+        try await Self.serving(application) { client in
 
             try await client.execute(uri: "/ready", method: .get) { response in #expect(response.status == .ok, "\(text(response.body))") }
             // The provision file given at start is stored, and a Stream Manager 2.0 client is sent here.
@@ -71,10 +85,44 @@ import TestSupport
             rtsp.send("OPTIONS rtsp://127.0.0.1:\(application.rtspPort)/live/stream1_1 RTSP/1.0\r\nCSeq: 1\r\n\r\n")
             #expect(rtsp.receiveResponse().hasPrefix("RTSP/1.0 200"))
 
-            await application.triggerGracefulShutdown()
-            try await tasks.waitForAll()
         }
         #expect(application.plane.fleet.nodeState == .hardSunset, "a graceful shutdown drains through HARD_SUNSET")
+    }
+
+    /// Node requests are open, and each new placement holds room for a while: one address may
+    /// make 16 at once, then about one a second; asking again for a placed stream costs nothing.
+    @Test func oneAddressCannotReserveTheFleetsRoom() async throws {
+        let directory = Self.scratch()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var settings = Self.settings(directory)
+        settings.capacityCores = 1000
+        settings.rtmpPort = -1
+        let application = try await buildApplication(settings, environment: Self.environment, shutdownSignals: [])
+        try await Self.serving(application) { client in
+            let token = try await login(client)
+            let ladders = (1...20).map { n in
+                #"{"streamGuid":"live/s\#(n)","streams":[{"streamGuid":"live/s\#(n)_1","abrLevel":1,"videoParams":{"videoWidth":640,"videoHeight":360,"videoBitRate":800000}}]}"#
+            }
+            try await client.execute(uri: "/as/v1/streams/provision/east", method: .post, headers: bearer(token),
+                                     body: ByteBuffer(string: "[" + ladders.joined(separator: ",") + "]")) { response in
+                #expect(response.status == .created, "\(text(response.body))")
+            }
+            var statuses: [Int] = []
+            for n in 1...20 {
+                let status = try await client.execute(uri: "/as/v1/streams/stream/east/publish/live/s\(n)_1?transcode=true", method: .get) { response in
+                    if response.status == .tooManyRequests {
+                        #expect(Int(response.headers[.retryAfter] ?? "") ?? 0 >= 1, "429 says when to ask again")
+                        #expect(text(response.body).contains("too many streams"), "\(text(response.body))")
+                    }
+                    return response.status.code
+                }
+                statuses.append(status)
+            }
+            #expect(statuses.prefix(16).allSatisfy { $0 == 200 } && statuses.dropFirst(16).allSatisfy { $0 == 429 }, "\(statuses)")
+            try await client.execute(uri: "/as/v1/streams/stream/east/publish/live/s1_1?transcode=true", method: .get) { response in
+                #expect(response.status == .ok, "a stream already placed is answered without a new placement")
+            }
+        }
     }
 
     @Test func whatCannotStartSaysWhy() async throws {
