@@ -288,6 +288,8 @@ public enum HTTPAPI {
         }
     }
 
+    // Not hummingbird-auth's `headers.basic`: it splits with empty parts dropped, so `user:` (an
+    // empty password) would read as no credentials at all, and it wants "Basic" in that case only.
     static func basicCredentials(_ request: Request) -> (String, String)? {
         guard let header = request.headers[.authorization], header.lowercased().hasPrefix("basic "),
               let data = Data(base64Encoded: String(header.dropFirst(6)).trimmingCharacters(in: .whitespaces)),

@@ -134,21 +134,23 @@ public final class PostgresStore: NodeStore {
         } else {
             try await client.query("SELECT stream_guid, node_group, format, document, created_at FROM provision ORDER BY created_at, stream_guid", logger: logger)
         }
-        var result: [StoredProvision] = []
-        for try await (guid, group, format, document, created) in rows.decode((String, String, String, String, Double).self) {
-            result.append(StoredProvision(streamGuid: guid, nodeGroup: group, format: .init(rawValue: format) ?? .streamManager2, document: document, createdAt: created))
-        }
-        return result
+        return try await Self.storedProvisions(rows)
     }
 
     public func provision(_ streamGuid: String) async throws -> StoredProvision? {
         let rows = try await client.query("""
             SELECT stream_guid, node_group, format, document, created_at FROM provision WHERE stream_guid = \(streamGuid)
             """, logger: logger)
+        return try await Self.storedProvisions(rows).first
+    }
+
+    /// Rows of `stream_guid, node_group, format, document, created_at`, as stored provisions.
+    private static func storedProvisions(_ rows: PostgresRowSequence) async throws -> [StoredProvision] {
+        var result: [StoredProvision] = []
         for try await (guid, group, format, document, created) in rows.decode((String, String, String, String, Double).self) {
-            return StoredProvision(streamGuid: guid, nodeGroup: group, format: .init(rawValue: format) ?? .streamManager2, document: document, createdAt: created)
+            result.append(StoredProvision(streamGuid: guid, nodeGroup: group, format: .init(rawValue: format) ?? .streamManager2, document: document, createdAt: created))
         }
-        return nil
+        return result
     }
 
     @discardableResult
