@@ -1,4 +1,5 @@
 import CFFmpeg
+import MediaCore
 
 /// A decoded picture (owns an AVFrame). `reference()` gives another owner of the same
 /// refcounted buffers, which is how one decoded frame feeds every variant without a copy.
@@ -44,6 +45,23 @@ public final class Frame: @unchecked Sendable {
             return pts != noTimestamp ? pts : pointer.pointee.best_effort_timestamp
         }
         set { pointer.pointee.pts = newValue }
+    }
+
+    /// Whether the picture is 8-bit YUV 4:2:0 (full or limited range), the layout the quality
+    /// measurement reads.
+    public var isYUV420: Bool {
+        pointer.pointee.format == AV_PIX_FMT_YUV420P.rawValue || pointer.pointee.format == AV_PIX_FMT_YUVJ420P.rawValue
+    }
+
+    /// The Y, U and V planes of an 8-bit 4:2:0 picture, borrowed for `body`; nil for any other layout.
+    public func withYUV420Planes<R>(_ body: ([PlaneView]) throws -> R) rethrows -> R? {
+        guard isYUV420, let y = pointer.pointee.data.0, let u = pointer.pointee.data.1, let v = pointer.pointee.data.2 else { return nil }
+        let chromaWidth = (width + 1) / 2, chromaHeight = (height + 1) / 2
+        return try body([
+            PlaneView(base: UnsafePointer(y), stride: Int(pointer.pointee.linesize.0), width: width, height: height),
+            PlaneView(base: UnsafePointer(u), stride: Int(pointer.pointee.linesize.1), width: chromaWidth, height: chromaHeight),
+            PlaneView(base: UnsafePointer(v), stride: Int(pointer.pointee.linesize.2), width: chromaWidth, height: chromaHeight),
+        ])
     }
 
     public var isKeyframe: Bool { pointer.pointee.key_frame != 0 }

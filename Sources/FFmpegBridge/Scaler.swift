@@ -8,13 +8,15 @@ import CFFmpeg
 public final class Scaler {
     public let width: Int
     public let height: Int
+    public let algorithm: ScalingAlgorithm
     private var context: OpaquePointer?
     private var output: Frame
     private var inputSignature: (Int32, Int32, Int32) = (0, 0, -1)
 
-    public init(width: Int, height: Int) throws(FFmpegError) {
+    public init(width: Int, height: Int, algorithm: ScalingAlgorithm = .bicubic) throws(FFmpegError) {
         self.width = width
         self.height = height
+        self.algorithm = algorithm
         self.output = try Frame()
     }
 
@@ -32,7 +34,7 @@ public final class Scaler {
             context = sws_getCachedContext(
                 context, signature.0, signature.1, AVPixelFormat(rawValue: signature.2),
                 Int32(width), Int32(height), AV_PIX_FMT_YUV420P,
-                SWS_BICUBIC, nil, nil, nil)
+                algorithm.swscaleFlags, nil, nil, nil)
             guard context != nil else {
                 throw FFmpegError(operation: "sws_getCachedContext",
                                   message: "cannot scale \(signature.0)x\(signature.1) \(input.pixelFormatName) to \(width)x\(height)")
@@ -72,5 +74,23 @@ public final class Scaler {
         out.pointee.color_range = AVCOL_RANGE_MPEG
         out.pointee.sample_aspect_ratio = AVRational(num: 1, den: 1)
         return output
+    }
+}
+
+/// The filter a `Scaler` resamples with.
+public enum ScalingAlgorithm: String, Sendable, CaseIterable {
+    /// The ladder's scaler: swscale's default, a good balance of speed and sharpness.
+    case bicubic
+    case bilinear
+    /// A reference: the picture a rung is measured against, sharper and slower than the ladder's
+    /// own.
+    case lanczos
+
+    var swscaleFlags: Int32 {
+        switch self {
+        case .bicubic: SWS_BICUBIC
+        case .bilinear: SWS_BILINEAR
+        case .lanczos: SWS_LANCZOS
+        }
     }
 }

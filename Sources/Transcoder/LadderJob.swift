@@ -50,6 +50,7 @@ public final class LadderJob {
 
     public func run(progress: ((JobProgress) -> Void)? = nil) throws(TranscodeError) -> TranscodeReport {
         let started = DispatchTime.now()
+        let cpuStarted = ThreadCPUClock.process()
         let source: MediaInput
         do {
             source = try MediaInput(url: input)
@@ -136,10 +137,11 @@ public final class LadderJob {
         }
 
         let wall = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
+        let cpu = ThreadCPUClock.process() - cpuStarted
         let keyframeInterval = passthroughTop ? Self.longestGap(ingest.sourceKeyframeTimes, fallback: options.keyframeInterval) : options.keyframeInterval
         do {
             let report = try writeSummary(directory: directory, pipelines: pipelines, ingest: ingest, frameRate: frameRate,
-                                          keyframeInterval: keyframeInterval, decoderThreads: threads.decoderThreads, wall: wall)
+                                          keyframeInterval: keyframeInterval, decoderThreads: threads.decoderThreads, wall: wall, cpu: cpu)
             try directory.commit(lastItem: "report.json")
             return report
         } catch {
@@ -174,6 +176,8 @@ public final class LadderJob {
         return value > 0 && value <= 240 ? value : 30
     }
 
+    static func roundedSeconds(_ seconds: Double) -> Double { (seconds * 1000).rounded() / 1000 }
+
     static func longestGap(_ times: [MediaTime], fallback: Double) -> Double {
         let gaps = zip(times, times.dropFirst()).map { ($1 - $0).seconds }
         guard let longest = gaps.max() else { return fallback }
@@ -181,7 +185,7 @@ public final class LadderJob {
     }
 
     private func writeSummary(directory: OutputDirectory, pipelines: [VariantPipeline], ingest: Ingest, frameRate: Double,
-                              keyframeInterval: Double, decoderThreads: Int, wall: Double) throws -> TranscodeReport {
+                              keyframeInterval: Double, decoderThreads: Int, wall: Double, cpu: Double) throws -> TranscodeReport {
         let targetDuration = Double(HLSMediaPlaylist.targetDuration(for: pipelines.flatMap { $0.output.segments.map(\.duration) }))
         var variantReports: [TranscodeReport.VariantReport] = []
         var measurements: [Int: LadderHints.Measurement] = [:]
@@ -200,7 +204,10 @@ public final class LadderJob {
                 peakBitRate: measurement.peakBitRate, videoBitRate: output.videoBitRate,
                 declaredBitRate: variant.bitRate,
                 encodeFps: statistics.busySeconds > 0 ? (Double(output.frames) / statistics.busySeconds * 10).rounded() / 10 : 0,
-                segments: output.segments.count, codecs: output.codecs))
+                segments: output.segments.count, codecs: output.codecs,
+                bitRateDeviation: variant.bitRate > 0 ? (Double(output.videoBitRate - variant.bitRate) / Double(variant.bitRate) * 1000).rounded() / 1000 : 0,
+                cpuSeconds: Self.roundedSeconds(statistics.cpuSeconds), quality: statistics.quality,
+                qualityCPUSeconds: options.qualitySampleInterval != nil && !pipeline.isPassthrough ? Self.roundedSeconds(statistics.qualityCPUSeconds) : nil))
         }
         let bandwidthHints = LadderHints.make(ladder: ladder, frameRate: frameRate, keyframeInterval: keyframeInterval,
                                               passthroughLevel: pipelines.first { $0.isPassthrough }?.variant.level,
@@ -213,7 +220,13 @@ public final class LadderJob {
             input: input, streamGuid: ladder.streamGuid, sourceFrames: ingest.decodedFrames,
             duration: (duration * 1000).rounded() / 1000, wallSeconds: (wall * 1000).rounded() / 1000,
             speed: wall > 0 ? (duration / wall * 100).rounded() / 100 : 0, decodeErrors: ingest.decodeErrors,
-            keyframeInterval: keyframeInterval, decoderThreads: decoderThreads, variants: variantReports)
+            keyframeInterval: keyframeInterval, decoderThreads: decoderThreads, cpuSeconds: Self.roundedSeconds(cpu),
+            quality: options.qualitySampleInterval.map { interval in
+                let measuring = pipelines.reduce(0) { $0 + $1.statistics.qualityCPUSeconds }
+                return TranscodeReport.QualityMethod(sampleInterval: interval, reference: "swscale lanczos",
+                                                     costShare: cpu > measuring ? ((measuring / (cpu - measuring)) * 1000).rounded() / 1000 : 0)
+            },
+            variants: variantReports)
         try JSONOutput.write(report, to: directory.staging.appendingPathComponent("report.json"), durable: true)
         return report
     }

@@ -43,7 +43,7 @@ struct LadderPlan {
                     frameRate: rate, preset: options.preset, threads: threads.encoderThreads[variant.level] ?? 1))
             }
             return VariantPipeline(variant: variant, work: work, output: output(variant), policy: options.backpressure,
-                                   inboxCapacity: options.inboxCapacity)
+                                   inboxCapacity: options.inboxCapacity, qualitySampleInterval: options.qualitySampleInterval)
         }
     }
 }

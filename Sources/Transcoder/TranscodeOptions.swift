@@ -38,9 +38,14 @@ public struct TranscodeOptions: Sendable {
     public var backpressure: BackpressurePolicy
     /// Frames a variant may hold queued before backpressure applies.
     public var inboxCapacity: Int
+    /// Measure every encoded rung's PSNR and SSIM against the source on every `n`th picture;
+    /// nil measures nothing.
+    public var qualitySampleInterval: Int?
 
     public init(preset: String = "veryfast", topMode: TopVariantMode = .auto, keyframeInterval: Double = 2,
-                threads: Int? = nil, backpressure: BackpressurePolicy = .block, inboxCapacity: Int = 8) {
+                threads: Int? = nil, backpressure: BackpressurePolicy = .block, inboxCapacity: Int = 8,
+                qualitySampleInterval: Int? = nil) {
+        self.qualitySampleInterval = qualitySampleInterval.map { max(1, $0) }
         self.preset = preset
         self.topMode = topMode
         self.keyframeInterval = keyframeInterval
@@ -48,6 +53,10 @@ public struct TranscodeOptions: Sendable {
         self.backpressure = backpressure
         self.inboxCapacity = inboxCapacity
     }
+
+    /// Every how many pictures `--quality` measures one by default: see the README's figures for
+    /// what each interval costs against the encode.
+    public static let defaultQualitySampleInterval = 4
 
     /// x264 presets libx264 accepts.
     public static let presets = ["ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow", "placebo"]

@@ -21,6 +21,25 @@ public struct TranscodeReport: Sendable, Codable {
         public var encodeFps: Double
         public var segments: Int
         public var codecs: String
+        /// (video − declared) ÷ declared: how closely the encoder hit the rung's rate.
+        public var bitRateDeviation: Double
+        /// CPU seconds of the rung's own queue work (see `VariantPipeline.Statistics.cpuSeconds`).
+        public var cpuSeconds: Double
+        /// Against the source scaled to the rung's size by the reference scaler; nil when not
+        /// measured, and for a passed-through top (it is the source).
+        public var quality: QualitySummary?
+        /// The share of `cpuSeconds` the quality measurement took.
+        public var qualityCPUSeconds: Double?
+    }
+
+    /// How quality was measured, when it was.
+    public struct QualityMethod: Sendable, Codable {
+        /// Every how many pictures one was measured.
+        public var sampleInterval: Int
+        /// The scaler that made the reference pictures.
+        public var reference: String
+        /// The measurement's CPU ÷ the rest of the run's CPU.
+        public var costShare: Double
     }
 
     public var input: String
@@ -34,6 +53,9 @@ public struct TranscodeReport: Sendable, Codable {
     public var decodeErrors: Int
     public var keyframeInterval: Double
     public var decoderThreads: Int
+    /// CPU seconds of the whole run, every thread.
+    public var cpuSeconds: Double
+    public var quality: QualityMethod?
     public var variants: [VariantReport]
 }
 

@@ -53,6 +53,13 @@ final class VariantPipeline: @unchecked Sendable {
         var segmentWriteFailures = 0
         /// Frames not encoded because the node shed this rung to keep the others in real time.
         var shedFrames = 0
+        /// CPU time of the rung's queue work (scale, encode, package, and the quality probe if on).
+        /// x264's own worker threads, when it has more than one, are not in it.
+        var cpuSeconds = 0.0
+        /// The rung measured against the source, when the job measures quality.
+        var quality: QualitySummary?
+        /// The part of `cpuSeconds` the quality measurement took.
+        var qualityCPUSeconds = 0.0
     }
 
     let variant: Variant
@@ -78,6 +85,9 @@ final class VariantPipeline: @unchecked Sendable {
     private let work: Work
     private var scaler: Scaler?
     private var encoder: H264Encoder?
+    /// Measures every `qualitySampleInterval`th picture when set.
+    private let qualitySampleInterval: Int?
+    private var qualityProbe: RungQualityProbe?
     let output: VariantOutput
     private var pendingSegmentStarts: Set<Int64> = []
     private var lastPTS = Int64.min
@@ -88,8 +98,10 @@ final class VariantPipeline: @unchecked Sendable {
     /// Frames are being withheld for shedding; the rung comes back only on a grid keyframe.
     private var shedding = false
 
-    init(variant: Variant, work: Work, output: VariantOutput, policy: BackpressurePolicy, inboxCapacity: Int) {
+    init(variant: Variant, work: Work, output: VariantOutput, policy: BackpressurePolicy, inboxCapacity: Int,
+         qualitySampleInterval: Int? = nil) {
         self.variant = variant
+        self.qualitySampleInterval = qualitySampleInterval
         self.work = work
         self.output = output
         self.policy = policy
@@ -180,8 +192,10 @@ final class VariantPipeline: @unchecked Sendable {
                 slots?.signal()
             }
             let started = DispatchTime.now()
+            let cpuStarted = ThreadCPUClock.now()
             guard perform(input) else { return }
             let elapsed = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
+            let cpu = ThreadCPUClock.now() - cpuStarted
             let framesOut = output.frames
             let meter = output.meter
             let segments = meter.segments.count
@@ -193,11 +207,16 @@ final class VariantPipeline: @unchecked Sendable {
             let failedWrites = output.failedWrites
             // Percentiles sort a thousand samples: twice a second at 30 fps is plenty.
             let latency = framesOut % 15 == 0 ? output.latency.percentiles : nil
+            let quality = framesOut % 15 == 0 ? qualityProbe?.accumulator.summary : nil
+            let qualityCPU = qualityProbe?.cpuSeconds ?? 0
             state.withLock {
                 if let latency {
                     $0.latencyP50 = latency.p50
                     $0.latencyP99 = latency.p99
                 }
+                if let quality { $0.quality = quality }
+                $0.qualityCPUSeconds = qualityCPU
+                $0.cpuSeconds += cpu
                 $0.busySeconds += elapsed
                 $0.framesOut = framesOut
                 $0.averageBitRate = meter.averageBitRate
@@ -237,14 +256,24 @@ final class VariantPipeline: @unchecked Sendable {
         queue.async { [self] in
             defer { group.leave() }
             guard state.withLock({ $0.failure == nil }) else { return }
+            let cpuStarted = ThreadCPUClock.now()
             do {
                 if let encoder {
                     try encoder.send(nil)
                     try drainEncoder(encoder)
                 }
+                try qualityProbe?.finish()
                 try output.finish()
                 let framesOut = output.frames
-                state.withLock { $0.framesOut = framesOut }
+                let quality = qualityProbe?.accumulator.summary
+                let qualityCPU = qualityProbe?.cpuSeconds ?? 0
+                let cpu = ThreadCPUClock.now() - cpuStarted
+                state.withLock {
+                    $0.framesOut = framesOut
+                    $0.quality = quality
+                    $0.qualityCPUSeconds = qualityCPU
+                    $0.cpuSeconds += cpu
+                }
             } catch {
                 state.withLock { $0.failure = "variant \(variant.streamGuid): \(error)" }
             }
@@ -263,6 +292,12 @@ final class VariantPipeline: @unchecked Sendable {
             if picture.pts <= lastPTS { picture.pts = lastPTS &+ 1 }
             lastPTS = picture.pts
             picture.forceKeyframe = decision.isKeyframe
+            if let qualitySampleInterval {
+                let probe = try qualityProbe ?? RungQualityProbe(width: settings.width, height: settings.height,
+                                                                 timeBase: settings.timeBase, sampleInterval: qualitySampleInterval)
+                qualityProbe = probe
+                try probe.sourcePicture(frame, pts: picture.pts)
+            }
             if decision.startsSegment { pendingSegmentStarts.insert(picture.pts) }
             try encoder.send(picture)
             try drainEncoder(encoder)
@@ -300,6 +335,8 @@ final class VariantPipeline: @unchecked Sendable {
 
     private func drainEncoder(_ encoder: H264Encoder) throws {
         while case let .packet(packet) = try encoder.receive() {
+            // Before the muxer takes the packet: it moves the packet's data out.
+            try qualityProbe?.encodedPacket(packet) { () throws(FFmpegError) in try encoder.parameters() }
             let startsSegment = pendingSegmentStarts.remove(packet.pts) != nil
             if decodeOffset > 0, packet.pts != noTimestamp { packet.dts = packet.pts &- decodeOffset }
             try output.writeVideo(packet, startsSegment: startsSegment)

@@ -29,16 +29,26 @@ struct Transcode: ParsableCommand {
     @Flag(help: "No progress line and no summary table.")
     var quiet = false
 
+    @Flag(help: "Measure every encoded rung's PSNR and SSIM against the source scaled to its size (Lanczos).")
+    var quality = false
+
+    @Option(help: "With --quality: measure every Nth picture (every picture is still decoded).")
+    var qualityEvery: Int = TranscodeOptions.defaultQualitySampleInterval
+
     func validate() throws {
         if let threads, !(1...64).contains(threads) {
             throw ValidationError("--threads must be 1 to 64 (got \(threads))")
+        }
+        guard (1...1000).contains(qualityEvery) else {
+            throw ValidationError("--quality-every must be 1 to 1000 (got \(qualityEvery))")
         }
     }
 
     func run() throws {
         let ladder = try ProvisionFile.load(path: provision, streamGuid: streamGuid)
         FFmpegLibrary.setLogLevel(quiet ? .quiet : .error)
-        let options = encoding.transcodeOptions(threads: threads)
+        var options = encoding.transcodeOptions(threads: threads)
+        if quality { options.qualitySampleInterval = qualityEvery }
         let job = LadderJob(ladder: ladder, input: input, outputDirectory: URL(fileURLWithPath: output), options: options)
         let showProgress = !quiet && isatty(STDERR_FILENO) == 1
         // Ctrl-C or SIGTERM: a live pull has no end of its own, so it ends there and its outputs are
@@ -71,6 +81,24 @@ struct Transcode: ParsableCommand {
                  formatBitRate($0.peakBitRate), $0.passthrough ? "-" : String(format: "%.0f", $0.encodeFps)]
             }).render())
         print("video: the video stream alone; average and peak: HLS segments with audio and container (RFC 8216)")
+        if let method = report.quality {
+            print(Table(
+                header: ["level", "size", "declared", "video", "off by", "PSNR Y", "PSNR YUV", "worst", "SSIM", "SSIM dB", "CPU s", "measured"],
+                rows: report.variants.map { variant in
+                    let measured = variant.quality
+                    return ["\(variant.abrLevel)", "\(variant.width)x\(variant.height)", formatBitRate(variant.declaredBitRate),
+                            formatBitRate(variant.videoBitRate), String(format: "%+.1f %%", variant.bitRateDeviation * 100),
+                            measured.map { String(format: "%.2f", $0.psnrY) } ?? "source",
+                            measured.map { String(format: "%.2f", $0.psnrYUV) } ?? "-",
+                            measured.map { String(format: "%.2f", $0.psnrWorst) } ?? "-",
+                            measured.map { String(format: "%.4f", $0.ssimAll) } ?? "-",
+                            measured.map { String(format: "%.2f", $0.ssimAllDecibels) } ?? "-",
+                            String(format: "%.2f", variant.cpuSeconds),
+                            measured.map { "\($0.pictures)" } ?? "-"]
+                }).render())
+            print(String(format: "quality: against the source scaled by %@, every %d picture(s); the measurement cost %.0f %% of the rest of the run's CPU (%.2f s in all)",
+                         method.reference, method.sampleInterval, method.costShare * 100, report.cpuSeconds))
+        }
         print("HLS: \(output)/hls/\(HLSLayout.masterPlaylist)   hints: \(output)/\(HLSLayout.hintsFile)   report: \(output)/report.json")
     }
 }

@@ -1,0 +1,95 @@
+import Foundation
+import MediaCore
+import TestSupport
+import Testing
+import Transcoder
+
+/// `--quality` against FFmpeg's own `psnr` and `ssim` filters, on the same encoded rungs and the
+/// same Lanczos reference: the figures an engineer would get from the ffmpeg command line.
+@Suite(.serialized) struct RungQualityTests {
+    static let provision = #"""
+    [{"streamGuid": "live/quality", "streams": [
+      {"streamGuid": "live/quality_1", "abrLevel": 1, "videoParams": {"videoBitRate": 600000, "videoWidth": 480, "videoHeight": 272}},
+      {"streamGuid": "live/quality_2", "abrLevel": 2, "videoParams": {"videoBitRate": 250000, "videoWidth": 320, "videoHeight": 180}},
+      {"streamGuid": "live/quality_3", "abrLevel": 3, "videoParams": {"videoBitRate": 90000, "videoWidth": 208, "videoHeight": 118}}]}]
+    """#
+
+    struct FFmpegFigures {
+        var psnrY = 0.0, psnrAverage = 0.0, psnrMin = 0.0, ssimAll = 0.0
+    }
+
+    /// Runs FFmpeg's filters on `rung` against `source` scaled to the rung's size with Lanczos.
+    static func ffmpegFigures(rung: String, source: String, width: Int, height: Int) throws -> FFmpegFigures {
+        var figures = FFmpegFigures()
+        for filter in ["psnr", "ssim"] {
+            let graph = "[0:v]setpts=PTS-STARTPTS[d];[1:v]scale=\(width):\(height):flags=lanczos,setpts=PTS-STARTPTS[r];[d][r]\(filter)"
+            let run = try runProcess("ffmpeg", ["-hide_banner", "-nostdin", "-i", rung, "-i", source, "-lavfi", graph, "-f", "null", "-"])
+            try #require(run.status == 0, "ffmpeg \(filter): \(run.stderr)")
+            // The summary is the filter's last line (it may warn about time bases first).
+            let line = String(try #require(run.stderr.split(separator: "\n").last { $0.contains("Parsed_\(filter)") }, "no \(filter) summary"))
+            // "PSNR y:42.74 u:39.39 v:39.07 average:41.23 min:38.99 max:43.31", "SSIM Y:0.98 (18.5) ... All:0.98 (17.6)"
+            let fields = line.split(separator: " ").map(String.init)
+            func value(_ key: String) -> Double {
+                guard let field = fields.first(where: { $0.hasPrefix(key) }) else { return .nan }
+                return Double(field.dropFirst(key.count)) ?? .nan
+            }
+            if filter == "psnr" {
+                figures.psnrY = value("y:")
+                figures.psnrAverage = value("average:")
+                figures.psnrMin = value("min:")
+            } else {
+                figures.ssimAll = value("All:")
+            }
+        }
+        return figures
+    }
+
+    @Test func everyEncodedRungMatchesFFmpegsPSNRAndSSIM() throws {
+        let work = temporaryDirectory("quality")
+        defer { try? FileManager.default.removeItem(at: work) }
+        // Moving, textured content with grain at a size the encoder must work for; an odd-sized
+        // lowest rung (208x118) checks the chroma planes' rounding.
+        let source = work.appendingPathComponent("source.mkv").path
+        let made = try runProcess("ffmpeg", ["-hide_banner", "-loglevel", "error", "-y",
+            "-f", "lavfi", "-i", "testsrc2=size=480x272:rate=25:duration=2,noise=alls=4:allf=t",
+            "-c:v", "libx264", "-preset", "ultrafast", "-qp", "8", source])
+        try #require(made.status == 0, "ffmpeg could not make the source: \(made.stderr)")
+        let ladder = try ProvisionParser.parse(Array(Self.provision.utf8))
+        let output = work.appendingPathComponent("out")
+        let report = try LadderJob(ladder: ladder, input: source, outputDirectory: output,
+                                   options: TranscodeOptions(topMode: .encode, qualitySampleInterval: 1)).run()
+        #expect(report.quality?.sampleInterval == 1)
+        #expect(report.cpuSeconds > 0)
+        for variant in report.variants {
+            let quality = try #require(variant.quality, "level \(variant.abrLevel) was not measured")
+            #expect(quality.pictures == variant.frames)
+            #expect(variant.cpuSeconds > 0 && (variant.qualityCPUSeconds ?? 0) > 0)
+            #expect(variant.cpuSeconds > variant.qualityCPUSeconds ?? 0)
+            let expectedDeviation = Double(variant.videoBitRate - variant.declaredBitRate) / Double(variant.declaredBitRate)
+            #expect(abs(variant.bitRateDeviation - expectedDeviation) < 0.001)
+            let rung = output.appendingPathComponent("quality_\(variant.abrLevel).mp4").path
+            let ffmpeg = try Self.ffmpegFigures(rung: rung, source: source, width: variant.width, height: variant.height)
+            #expect(abs(quality.psnrY - ffmpeg.psnrY) < 0.01, "level \(variant.abrLevel): PSNR Y \(quality.psnrY), ffmpeg \(ffmpeg.psnrY)")
+            #expect(abs(quality.psnrYUV - ffmpeg.psnrAverage) < 0.01, "level \(variant.abrLevel): PSNR YUV \(quality.psnrYUV), ffmpeg \(ffmpeg.psnrAverage)")
+            #expect(abs(quality.psnrWorst - ffmpeg.psnrMin) < 0.01, "level \(variant.abrLevel): worst \(quality.psnrWorst), ffmpeg \(ffmpeg.psnrMin)")
+            #expect(abs(quality.ssimAll - ffmpeg.ssimAll) < 0.0002, "level \(variant.abrLevel): SSIM \(quality.ssimAll), ffmpeg \(ffmpeg.ssimAll)")
+        }
+        let written = try JSONDecoder().decode(TranscodeReport.self, from: Data(contentsOf: output.appendingPathComponent("report.json")))
+        #expect(written.variants.map(\.quality) == report.variants.map(\.quality))
+    }
+
+    @Test func samplingMeasuresEveryNthPictureAndAPassedThroughTopIsNotMeasured() throws {
+        let output = temporaryDirectory("quality-sampled")
+        defer { try? FileManager.default.removeItem(at: output) }
+        let ladder = try ladder("sm2-3-level.json")
+        let report = try LadderJob(ladder: ladder, input: fixture("720p30-h264-aac.mp4"), outputDirectory: output,
+                                   options: TranscodeOptions(qualitySampleInterval: 4)).run()
+        #expect(report.variants[0].passthrough)
+        #expect(report.variants[0].quality == nil && report.variants[0].qualityCPUSeconds == nil)
+        for variant in report.variants.dropFirst() {
+            let quality = try #require(variant.quality)
+            #expect(quality.pictures == (variant.frames + 3) / 4)
+            #expect(quality.psnrY > 30 && quality.ssimAll > 0.9, "level \(variant.abrLevel): \(quality)")
+        }
+    }
+}
