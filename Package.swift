@@ -40,6 +40,9 @@ let package = Package(
             providers: [.apt(["libavcodec-dev", "libavformat-dev", "libswscale-dev", "libavutil-dev", "libx264-dev"])]
         ),
         .target(name: "MediaCore", dependencies: [.product(name: "DequeModule", package: "swift-collections")]),
+        // Rate–quality analysis of ladders, pure Swift: convex hull, BD-rate, a suggested ladder,
+        // and the HTML/SVG report `abr-worker ladder` writes.
+        .target(name: "LadderQuality"),
         // glibc allocator tuning (malloc.h) for the long-running node.
         .target(name: "CAllocator"),
         // RTSP/SDP/RTP as pure codecs and state machines: NIOCore's ByteBuffer, no sockets.
@@ -129,7 +132,7 @@ let package = Package(
         .target(
             name: "Transcoder",
             dependencies: [
-                "FFmpegBridge", "MediaCore",
+                "FFmpegBridge", "MediaCore", "LadderQuality",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "DequeModule", package: "swift-collections"),
             ]
@@ -148,7 +151,7 @@ let package = Package(
         .executableTarget(
             name: "abr-worker",
             dependencies: [
-                "NodeApp", "Transcoder", "MediaCore", "FFmpegBridge", "ControlPlane",
+                "NodeApp", "Transcoder", "MediaCore", "FFmpegBridge", "ControlPlane", "LadderQuality",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -167,6 +170,7 @@ let package = Package(
         ),
         .executableTarget(name: "abr-fuzz", dependencies: ["FuzzTargets"]),
         .testTarget(name: "MediaCoreTests", dependencies: ["MediaCore"]),
+        .testTarget(name: "LadderQualityTests", dependencies: ["LadderQuality"]),
         .testTarget(name: "RTMPTests", dependencies: ["RTMP", "MediaCore", .product(name: "NIOCore", package: "swift-nio"),
                                                     .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(
@@ -178,7 +182,7 @@ let package = Package(
         .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(
             name: "TranscoderTests",
-            dependencies: ["Transcoder", "MediaCore", "FFmpegBridge", "abr-worker", "TestSupport"]
+            dependencies: ["Transcoder", "MediaCore", "FFmpegBridge", "LadderQuality", "abr-worker", "TestSupport"]
         ),
         .testTarget(
             name: "RTSPServerTests",

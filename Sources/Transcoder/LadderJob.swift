@@ -50,7 +50,7 @@ public final class LadderJob {
 
     public func run(progress: ((JobProgress) -> Void)? = nil) throws(TranscodeError) -> TranscodeReport {
         let started = DispatchTime.now()
-        let cpuStarted = ThreadCPUClock.process()
+        let cpuStarted = CPUClock.process()
         let source: MediaInput
         do {
             source = try MediaInput(url: input)
@@ -137,7 +137,7 @@ public final class LadderJob {
         }
 
         let wall = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
-        let cpu = ThreadCPUClock.process() - cpuStarted
+        let cpu = CPUClock.process() - cpuStarted
         let keyframeInterval = passthroughTop ? Self.longestGap(ingest.sourceKeyframeTimes, fallback: options.keyframeInterval) : options.keyframeInterval
         do {
             let report = try writeSummary(directory: directory, pipelines: pipelines, ingest: ingest, frameRate: frameRate,

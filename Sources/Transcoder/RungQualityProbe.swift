@@ -41,8 +41,8 @@ final class RungQualityProbe {
     func sourcePicture(_ source: Frame, pts: Int64) throws(FFmpegError) {
         defer { picturesSeen += 1 }
         guard picturesSeen % sampleInterval == 0 else { return }
-        let started = ThreadCPUClock.now()
-        defer { cpuSeconds += ThreadCPUClock.now() - started }
+        let started = CPUClock.thread()
+        defer { cpuSeconds += CPUClock.thread() - started }
         let reference = try referenceScaler.scale(source).reference()
         if references.count >= Self.maximumPendingReferences, let oldest = references.keys.min() {
             references[oldest] = nil
@@ -52,8 +52,8 @@ final class RungQualityProbe {
 
     /// One packet the encoder produced; `parameters` describe the encoder's output (SPS/PPS).
     func encodedPacket(_ packet: Packet, parameters: () throws(FFmpegError) -> CodecParameters) throws(FFmpegError) {
-        let started = ThreadCPUClock.now()
-        defer { cpuSeconds += ThreadCPUClock.now() - started }
+        let started = CPUClock.thread()
+        defer { cpuSeconds += CPUClock.thread() - started }
         let decoder: VideoDecoder
         if let existing = self.decoder {
             decoder = existing
@@ -68,8 +68,8 @@ final class RungQualityProbe {
     /// Drains the decoder at the end of the rung.
     func finish() throws(FFmpegError) {
         guard let decoder else { return }
-        let started = ThreadCPUClock.now()
-        defer { cpuSeconds += ThreadCPUClock.now() - started }
+        let started = CPUClock.thread()
+        defer { cpuSeconds += CPUClock.thread() - started }
         try decoder.send(nil)
         try measureDecoded(decoder)
         references.removeAll()
@@ -87,17 +87,17 @@ final class RungQualityProbe {
     }
 }
 
-/// CPU time of the calling thread, in seconds: what one rung's queue work costs, apart from
-/// every other thread of the process.
-enum ThreadCPUClock {
-    static func now() -> Double {
+/// CPU time in seconds, of the calling thread (what one rung's queue work costs, apart from every
+/// other thread of the process) or of the whole process.
+public enum CPUClock {
+    public static func thread() -> Double {
         var time = timespec()
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time)
         return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
     }
 
     /// CPU time of the whole process so far (every thread, user and system).
-    static func process() -> Double {
+    public static func process() -> Double {
         var time = timespec()
         clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &time)
         return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9

@@ -192,10 +192,10 @@ final class VariantPipeline: @unchecked Sendable {
                 slots?.signal()
             }
             let started = DispatchTime.now()
-            let cpuStarted = ThreadCPUClock.now()
+            let cpuStarted = CPUClock.thread()
             guard perform(input) else { return }
             let elapsed = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
-            let cpu = ThreadCPUClock.now() - cpuStarted
+            let cpu = CPUClock.thread() - cpuStarted
             let framesOut = output.frames
             let meter = output.meter
             let segments = meter.segments.count
@@ -256,7 +256,7 @@ final class VariantPipeline: @unchecked Sendable {
         queue.async { [self] in
             defer { group.leave() }
             guard state.withLock({ $0.failure == nil }) else { return }
-            let cpuStarted = ThreadCPUClock.now()
+            let cpuStarted = CPUClock.thread()
             do {
                 if let encoder {
                     try encoder.send(nil)
@@ -267,7 +267,7 @@ final class VariantPipeline: @unchecked Sendable {
                 let framesOut = output.frames
                 let quality = qualityProbe?.accumulator.summary
                 let qualityCPU = qualityProbe?.cpuSeconds ?? 0
-                let cpu = ThreadCPUClock.now() - cpuStarted
+                let cpu = CPUClock.thread() - cpuStarted
                 state.withLock {
                     $0.framesOut = framesOut
                     $0.quality = quality

@@ -18,7 +18,7 @@ struct AbrWorker: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "abr-worker",
         abstract: "Live ABR transcoding worker: one top variant in, a whole ladder out.",
-        subcommands: [Transcode.self, Validate.self, Serve.self, Simulate.self])
+        subcommands: [Transcode.self, LadderCommand.self, Validate.self, Serve.self, Simulate.self])
 
     /// ArgumentParser exits 64 on bad usage; this tool promises 2 for bad arguments or provisions.
     static func main() async {

@@ -1,0 +1,205 @@
+import Foundation
+
+/// One encode of a source at one size and one target rate, with what came out.
+public struct RateQualityPoint: Sendable, Codable, Hashable {
+    public var width: Int
+    public var height: Int
+    /// The rate asked of the encoder, bit/s.
+    public var targetBitRate: Int
+    /// The rate the encoder produced (video only), bit/s: the x axis of every curve.
+    public var bitRate: Int
+    /// The quality figure the curves are drawn with (PSNR Y by default), at display size.
+    public var quality: Double
+    /// The other figures, for the report.
+    public var psnrYUV: Double
+    public var ssimAll: Double
+    public var ssimDecibels: Double
+
+    public init(width: Int, height: Int, targetBitRate: Int, bitRate: Int, quality: Double,
+                psnrYUV: Double = 0, ssimAll: Double = 0, ssimDecibels: Double = 0) {
+        self.width = width
+        self.height = height
+        self.targetBitRate = targetBitRate
+        self.bitRate = bitRate
+        self.quality = quality
+        self.psnrYUV = psnrYUV
+        self.ssimAll = ssimAll
+        self.ssimDecibels = ssimDecibels
+    }
+
+    public var size: String { "\(width)x\(height)" }
+}
+
+/// The rate–quality analysis of per-title encoding (Netflix's convex hull): every resolution's
+/// curve, the hull over all of them, and a ladder drawn from the hull.
+public enum RateQuality {
+    /// The upper convex hull of the points in (bit rate, quality): the best quality any
+    /// resolution reaches at each rate, where mixing two encodes in time could not do better.
+    /// Sorted by rate. Points below it are never worth streaming.
+    public static func convexHull(_ points: [RateQualityPoint]) -> [RateQualityPoint] {
+        let sorted = points.sorted { ($0.bitRate, -$0.quality) < ($1.bitRate, -$1.quality) }
+        var hull: [RateQualityPoint] = []
+        for point in sorted {
+            // A point at no higher quality than the hull's last, at a higher rate, is dominated.
+            if let last = hull.last, point.quality <= last.quality { continue }
+            while hull.count >= 2 {
+                let a = hull[hull.count - 2], b = hull[hull.count - 1]
+                // Drop b when it lies on or under the chord from a to the new point.
+                let cross = Double(b.bitRate - a.bitRate) * (point.quality - a.quality)
+                    - (b.quality - a.quality) * Double(point.bitRate - a.bitRate)
+                if cross >= 0 { hull.removeLast() } else { break }
+            }
+            hull.append(point)
+        }
+        return hull
+    }
+
+    /// Quality of one resolution's curve at `bitRate`, linear in log rate between its points;
+    /// nil outside the rates it was encoded at.
+    public static func quality(of curve: [RateQualityPoint], at bitRate: Double) -> Double? {
+        let sorted = curve.sorted { $0.bitRate < $1.bitRate }
+        guard let first = sorted.first, let last = sorted.last,
+              bitRate >= Double(first.bitRate), bitRate <= Double(last.bitRate) else { return nil }
+        for (a, b) in zip(sorted, sorted.dropFirst()) where bitRate <= Double(b.bitRate) {
+            guard b.bitRate > a.bitRate else { return max(a.quality, b.quality) }
+            let t = (log(bitRate) - log(Double(a.bitRate))) / (log(Double(b.bitRate)) - log(Double(a.bitRate)))
+            return a.quality + t * (b.quality - a.quality)
+        }
+        return last.quality
+    }
+
+    /// `count` rates from `minimum` to `maximum`, evenly spaced in log rate: each rung the same
+    /// ratio above the next, so every switch is the same relative step for a player.
+    public static func spacedRates(count: Int, minimum: Int, maximum: Int) -> [Int] {
+        guard count > 1, maximum > minimum else { return [max(minimum, maximum)] }
+        let ratio = pow(Double(maximum) / Double(minimum), 1 / Double(count - 1))
+        return (0..<count).map { Int((Double(minimum) * pow(ratio, Double($0))).rounded()) }
+    }
+
+    public struct SuggestedRung: Sendable, Codable, Hashable {
+        public var width: Int
+        public var height: Int
+        public var bitRate: Int
+        /// The quality the size's curve predicts at that rate.
+        public var predictedQuality: Double
+    }
+
+    /// A ladder of `count` rungs between `minimum` and `maximum` bit/s: each rate, spaced evenly in
+    /// log rate, gets the size whose curve is highest there (the hull's size at that rate). A
+    /// higher rung never gets a smaller size than a lower one (a player stepping up never loses
+    /// pixels). Sorted from the top down.
+    public static func suggestLadder(points: [RateQualityPoint], count: Int, minimum: Int, maximum: Int) -> [SuggestedRung] {
+        let curves = Dictionary(grouping: points) { Size(width: $0.width, height: $0.height) }
+        var rungs: [SuggestedRung] = []
+        for rate in spacedRates(count: count, minimum: minimum, maximum: maximum) {
+            var best: (size: Size, quality: Double)?
+            for (size, curve) in curves {
+                let predicted = quality(of: curve, at: Double(rate))
+                    ?? extrapolatedQuality(of: curve, at: Double(rate))
+                if best == nil || predicted > best!.quality || (predicted == best!.quality && size.pixels < best!.size.pixels) {
+                    best = (size, predicted)
+                }
+            }
+            guard let best else { continue }
+            rungs.append(SuggestedRung(width: best.size.width, height: best.size.height, bitRate: rate, predictedQuality: best.quality))
+        }
+        // From the bottom up, a rung is at least as large as the one below it.
+        for index in rungs.indices.dropFirst() where rungs[index].width * rungs[index].height < rungs[index - 1].width * rungs[index - 1].height {
+            rungs[index].width = rungs[index - 1].width
+            rungs[index].height = rungs[index - 1].height
+        }
+        return rungs.reversed()
+    }
+
+    /// Outside a curve's encoded rates: below, the size is penalised (it was never tried that
+    /// low, so it must not win there by a flat guess); above, its best figure holds.
+    private static func extrapolatedQuality(of curve: [RateQualityPoint], at bitRate: Double) -> Double {
+        let sorted = curve.sorted { $0.bitRate < $1.bitRate }
+        guard let first = sorted.first, let last = sorted.last else { return -.infinity }
+        if bitRate < Double(first.bitRate) { return -.infinity }
+        return last.quality
+    }
+
+    struct Size: Hashable {
+        var width: Int
+        var height: Int
+        var pixels: Int { width * height }
+    }
+}
+
+/// Bjøntegaard's delta rate: the average bit-rate difference between two rate–quality curves over
+/// the quality range both cover, with piecewise cubic Hermite (PCHIP) interpolation of log rate
+/// against quality, as JVET's and AOM's tools compute it now (the original cubic fit overshoots
+/// with few points). Negative means the test curve needs fewer bits for the same quality.
+public enum BjontegaardDelta {
+    /// nil when the curves share no quality range or have fewer than two distinct points each.
+    public static func rate(reference: [(bitRate: Double, quality: Double)], test: [(bitRate: Double, quality: Double)]) -> Double? {
+        guard let a = monotone(reference), let b = monotone(test) else { return nil }
+        let low = max(a.first!.quality, b.first!.quality)
+        let high = min(a.last!.quality, b.last!.quality)
+        guard high > low else { return nil }
+        let integralA = integrate(a, from: low, to: high)
+        let integralB = integrate(b, from: low, to: high)
+        let averageDifference = (integralB - integralA) / (high - low)
+        return exp(averageDifference) - 1
+    }
+
+    typealias Knot = (quality: Double, logRate: Double)
+
+    /// Points sorted by quality, log rate; a curve whose rate falls as quality rises keeps only
+    /// its efficient points (more bits for less quality is never on an encoder's curve).
+    static func monotone(_ points: [(bitRate: Double, quality: Double)]) -> [Knot]? {
+        var knots: [Knot] = []
+        for point in points.filter({ $0.bitRate > 0 && $0.quality.isFinite }).sorted(by: { $0.quality < $1.quality }) {
+            let knot = (quality: point.quality, logRate: log(point.bitRate))
+            if let last = knots.last, knot.quality <= last.quality || knot.logRate <= last.logRate { continue }
+            knots.append(knot)
+        }
+        return knots.count >= 2 ? knots : nil
+    }
+
+    /// ∫ of the PCHIP interpolant of log rate over quality in [low, high].
+    static func integrate(_ knots: [Knot], from low: Double, to high: Double) -> Double {
+        let slopes = pchipSlopes(knots)
+        var total = 0.0
+        for i in 0..<(knots.count - 1) {
+            let x0 = knots[i].quality, x1 = knots[i + 1].quality
+            let start = max(low, x0), end = min(high, x1)
+            guard end > start else { continue }
+            // Simpson's rule on the cubic is exact.
+            let value = { (x: Double) in hermite(x, x0: x0, x1: x1, y0: knots[i].logRate, y1: knots[i + 1].logRate, d0: slopes[i], d1: slopes[i + 1]) }
+            total += (end - start) / 6 * (value(start) + 4 * value((start + end) / 2) + value(end))
+        }
+        return total
+    }
+
+    static func hermite(_ x: Double, x0: Double, x1: Double, y0: Double, y1: Double, d0: Double, d1: Double) -> Double {
+        let h = x1 - x0, t = (x - x0) / h
+        let t2 = t * t, t3 = t2 * t
+        return (2 * t3 - 3 * t2 + 1) * y0 + (t3 - 2 * t2 + t) * h * d0 + (-2 * t3 + 3 * t2) * y1 + (t3 - t2) * h * d1
+    }
+
+    /// Fritsch–Carlson slopes: the interpolant keeps the data's monotonicity (no overshoot).
+    static func pchipSlopes(_ knots: [Knot]) -> [Double] {
+        let n = knots.count
+        let h = (0..<(n - 1)).map { knots[$0 + 1].quality - knots[$0].quality }
+        let delta = (0..<(n - 1)).map { (knots[$0 + 1].logRate - knots[$0].logRate) / h[$0] }
+        guard n > 2 else { return [delta[0], delta[0]] }
+        var d = [Double](repeating: 0, count: n)
+        for k in 1..<(n - 1) {
+            if delta[k - 1] * delta[k] > 0 {
+                let w1 = 2 * h[k] + h[k - 1], w2 = h[k] + 2 * h[k - 1]
+                d[k] = (w1 + w2) / (w1 / delta[k - 1] + w2 / delta[k])
+            }
+        }
+        d[0] = endSlope(h0: h[0], h1: h[1], delta0: delta[0], delta1: delta[1])
+        d[n - 1] = endSlope(h0: h[n - 2], h1: h[n - 3], delta0: delta[n - 2], delta1: delta[n - 3])
+        return d
+    }
+
+    private static func endSlope(h0: Double, h1: Double, delta0: Double, delta1: Double) -> Double {
+        var d = ((2 * h0 + h1) * delta0 - h0 * delta1) / (h0 + h1)
+        if d * delta0 <= 0 { d = 0 } else if delta0 * delta1 <= 0, abs(d) > abs(3 * delta0) { d = 3 * delta0 }
+        return d
+    }
+}

@@ -1,0 +1,74 @@
+import Foundation
+import LadderQuality
+import MediaCore
+import TestSupport
+import Testing
+
+/// `abr-worker ladder` end to end on a small clip it has not seen: real encodes, real measurements,
+/// files an operator can post and open.
+@Suite(.serialized) struct LadderCommandTests {
+    @Test func ladderWritesAStudyAProvisionAndAPageFromRealEncodes() throws {
+        let work = temporaryDirectory("ladder")
+        defer { try? FileManager.default.removeItem(at: work) }
+        let source = work.appendingPathComponent("source.mp4").path
+        let made = try runProcess("ffmpeg", ["-hide_banner", "-loglevel", "error", "-y",
+            "-f", "lavfi", "-i", "testsrc2=size=384x216:rate=25:duration=4,noise=alls=6:allf=t",
+            "-c:v", "libx264", "-preset", "ultrafast", "-qp", "10", source])
+        try #require(made.status == 0, "ffmpeg could not make the source: \(made.stderr)")
+        let provision = work.appendingPathComponent("provision.json")
+        try Data(#"""
+        [{"streamGuid": "live/title", "streams": [
+          {"streamGuid": "live/title_1", "abrLevel": 1, "videoParams": {"videoBitRate": 500000, "videoWidth": 384, "videoHeight": 216}},
+          {"streamGuid": "live/title_2", "abrLevel": 2, "videoParams": {"videoBitRate": 250000, "videoWidth": 256, "videoHeight": 144}},
+          {"streamGuid": "live/title_3", "abrLevel": 3, "videoParams": {"videoBitRate": 120000, "videoWidth": 160, "videoHeight": 90}}]}]
+        """#.utf8).write(to: provision)
+        let output = work.appendingPathComponent("study")
+        let result = try runProcess(workerExecutable, [
+            "ladder", "--input", source, "--provision", provision.path, "--output", output.path,
+            "--heights", "216,144,90", "--rates-per-size", "3", "--windows", "2", "--window-seconds", "1", "--quality-every", "2"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("BD-rate, suggested against provisioned"))
+
+        let study = try JSONDecoder().decode(LadderStudy.self, from: Data(contentsOf: output.appendingPathComponent("ladder.json")))
+        #expect(study.windows == 2 && abs(study.windowSeconds - 2) < 0.1)
+        #expect(study.sourceWidth == 384 && study.sourceHeight == 216)
+        #expect(Set(study.grid.map(\.height)) == [216, 144, 90])
+        #expect(study.provisioned.map(\.size) == ["384x216", "256x144", "160x90"])
+        #expect(study.suggested.count == 3)
+        #expect(!study.hull.isEmpty && study.hull.allSatisfy { study.grid.contains($0) })
+        // Real measurements: within a size, more bits buy more quality, and every encode lands
+        // near the rate it was asked for.
+        for (size, curve) in Dictionary(grouping: study.grid, by: \.size) {
+            let sorted = curve.sorted { $0.targetBitRate < $1.targetBitRate }
+            #expect(sorted.last!.quality > sorted.first!.quality, "\(size): \(sorted.map(\.quality))")
+            #expect(curve.allSatisfy { $0.quality > 15 && $0.quality < 99 && $0.ssimAll > 0.3 && $0.ssimAll < 1 })
+        }
+        #expect((study.grid + study.suggested).allSatisfy { abs(Double($0.bitRate) / Double($0.targetBitRate) - 1) < 0.5 },
+                "\((study.grid + study.suggested).map { ($0.targetBitRate, $0.bitRate) })")
+        #expect(study.bdRate?.metric != nil, "the two ladders share a quality range")
+
+        let suggested = try ProvisionParser.parse(Data(contentsOf: output.appendingPathComponent("provision.json")))
+        #expect(suggested.streamGuid == "live/title")
+        #expect(suggested.variants.count == 3)
+        #expect(suggested.variants.map(\.bitRate) == suggested.variants.map(\.bitRate).sorted(by: >))
+        #expect(suggested.top.bitRate == 500_000 && suggested.variants.last?.bitRate == 120_000)
+
+        let page = try String(contentsOf: output.appendingPathComponent("report.html"), encoding: .utf8)
+        #expect(page.contains("<svg ") && page.contains("Ladder study") && !page.contains("<script"))
+    }
+
+    @Test func ladderRefusesWhatItCannotStudy() throws {
+        let output = temporaryDirectory("ladder-bad")
+        defer { try? FileManager.default.removeItem(at: output) }
+        let notMedia = try runProcess(workerExecutable, ["ladder", "--input", fixture("not-media.mp4"), "--output", output.path, "--quiet"])
+        #expect(notMedia.status == 3)
+        #expect(notMedia.stderr.contains("cannot open input") && notMedia.stderr.contains("not-media.mp4"), "\(notMedia.stderr)")
+        let range = try runProcess(workerExecutable, ["ladder", "--input", fixture("720p30-h264-aac.mp4"), "--output", output.path,
+                                                      "--min-bitrate", "900000", "--max-bitrate", "600000"])
+        #expect(range.status == 2)
+        #expect(range.stderr.contains("--min-bitrate (900000) must be below --max-bitrate (600000)"), "\(range.stderr)")
+        let heights = try runProcess(workerExecutable, ["ladder", "--input", fixture("720p30-h264-aac.mp4"), "--output", output.path,
+                                                        "--heights", "720,abc"])
+        #expect(heights.status == 2 && heights.stderr.contains("--heights"))
+    }
+}
