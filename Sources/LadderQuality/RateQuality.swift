@@ -84,24 +84,26 @@ public enum RateQuality {
         public var predictedQuality: Double
     }
 
+    /// Quality differences smaller than this (dB) are within what a few seconds of windows can
+    /// tell apart; between sizes that close, the larger one is taken (more pixels for a large
+    /// screen, and one step less for the player's scaler).
+    public static let qualityTieTolerance = 0.25
+
     /// A ladder of `count` rungs between `minimum` and `maximum` bit/s: each rate, spaced evenly in
-    /// log rate, gets the size whose curve is highest there (the hull's size at that rate). A
-    /// higher rung never gets a smaller size than a lower one (a player stepping up never loses
-    /// pixels). Sorted from the top down.
+    /// log rate, gets the size whose curve is highest there (the hull's size at that rate; the
+    /// larger size when two are within `qualityTieTolerance`). A higher rung never gets a smaller
+    /// size than a lower one (a player stepping up never loses pixels). Sorted from the top down.
     public static func suggestLadder(points: [RateQualityPoint], count: Int, minimum: Int, maximum: Int) -> [SuggestedRung] {
         let curves = Dictionary(grouping: points) { Size(width: $0.width, height: $0.height) }
         var rungs: [SuggestedRung] = []
         for rate in spacedRates(count: count, minimum: minimum, maximum: maximum) {
-            var best: (size: Size, quality: Double)?
-            for (size, curve) in curves {
-                let predicted = quality(of: curve, at: Double(rate))
-                    ?? extrapolatedQuality(of: curve, at: Double(rate))
-                if best == nil || predicted > best!.quality || (predicted == best!.quality && size.pixels < best!.size.pixels) {
-                    best = (size, predicted)
-                }
+            let predictions = curves.map { size, curve in
+                (size: size, quality: quality(of: curve, at: Double(rate)) ?? extrapolatedQuality(of: curve, at: Double(rate)))
             }
-            guard let best else { continue }
-            rungs.append(SuggestedRung(width: best.size.width, height: best.size.height, bitRate: rate, predictedQuality: best.quality))
+            guard let best = predictions.map(\.quality).max() else { continue }
+            let contenders = predictions.filter { $0.quality >= best - qualityTieTolerance }
+            guard let chosen = contenders.max(by: { ($0.size.pixels, $0.quality) < ($1.size.pixels, $1.quality) }) else { continue }
+            rungs.append(SuggestedRung(width: chosen.size.width, height: chosen.size.height, bitRate: rate, predictedQuality: chosen.quality))
         }
         // From the bottom up, a rung is at least as large as the one below it.
         for index in rungs.indices.dropFirst() where rungs[index].width * rungs[index].height < rungs[index - 1].width * rungs[index - 1].height {

@@ -37,6 +37,15 @@ import Testing
         #expect(abs(ladder[1].predictedQuality - 37.75) < 0.001)
     }
 
+    @Test func withinTheTieToleranceTheLargerSizeIsTaken() {
+        // 540p is 0.1 dB better than 720p at 2 Mbit/s: too close to tell; 720p is taken. At
+        // 500 kbit/s 540p is a whole dB better: it is taken.
+        let points = [Self.point(540, 500_000, 36), Self.point(540, 2_000_000, 40.1),
+                      Self.point(720, 500_000, 35), Self.point(720, 2_000_000, 40)]
+        let ladder = RateQuality.suggestLadder(points: points, count: 2, minimum: 500_000, maximum: 2_000_000)
+        #expect(ladder.map(\.height) == [720, 540])
+    }
+
     @Test func aHigherRungNeverGetsFewerPixels() {
         // A noisy grid where a small size wins one middle rate.
         let points = Self.crossing + [Self.point(234, 800_000, 40), Self.point(234, 400_000, 33)]
