@@ -12,10 +12,12 @@ public struct H264EncoderSettings: Sendable, Hashable {
     public var timeBase: Rational
     public var frameRate: Rational
     public var preset: String
+    /// baseline, main or high.
+    public var profile: String
     public var threads: Int
 
     public init(width: Int, height: Int, bitRate: Int, bufferSize: Int? = nil, timeBase: Rational,
-                frameRate: Rational, preset: String = "veryfast", threads: Int = 1) {
+                frameRate: Rational, preset: String = "veryfast", profile: String = "high", threads: Int = 1) {
         self.width = width
         self.height = height
         self.bitRate = bitRate
@@ -23,6 +25,7 @@ public struct H264EncoderSettings: Sendable, Hashable {
         self.timeBase = timeBase
         self.frameRate = frameRate
         self.preset = preset
+        self.profile = profile
         self.threads = threads
     }
 }
@@ -75,10 +78,10 @@ public final class H264Encoder {
         defer { av_dict_free(&options) }
         av_dict_set(&options, "preset", settings.preset, 0)
         av_dict_set(&options, "tune", "zerolatency", 0)
-        av_dict_set(&options, "profile", "high", 0)
+        av_dict_set(&options, "profile", settings.profile, 0)
         av_dict_set(&options, "forced-idr", "1", 0)
         av_dict_set(&options, "x264-params", "scenecut=0", 0)
-        try check(avcodec_open2(context, codec, &options), "cannot open libx264 at \(settings.width)x\(settings.height) preset \(settings.preset)")
+        try check(avcodec_open2(context, codec, &options), "cannot open libx264 at \(settings.width)x\(settings.height) preset \(settings.preset) profile \(settings.profile)")
     }
 
     deinit {

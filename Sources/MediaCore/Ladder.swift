@@ -8,13 +8,19 @@ public struct Variant: Sendable, Hashable, Codable {
     public var height: Int
     /// Declared video bit rate in bit/s.
     public var bitRate: Int
+    /// The x264 preset for this rung (`videoParams.preset`); nil lets the node choose.
+    public var preset: String?
+    /// The H.264 profile for this rung (`videoParams.profile`: baseline, main or high); nil is high.
+    public var profile: String?
 
-    public init(streamGuid: String, level: Int, width: Int, height: Int, bitRate: Int) {
+    public init(streamGuid: String, level: Int, width: Int, height: Int, bitRate: Int, preset: String? = nil, profile: String? = nil) {
         self.streamGuid = streamGuid
         self.level = level
         self.width = width
         self.height = height
         self.bitRate = bitRate
+        self.preset = preset
+        self.profile = profile
     }
 
     public var pixelCount: Int { width * height }
@@ -39,5 +45,24 @@ public struct Ladder: Sendable, Hashable, Codable {
     /// The last path component of the top guid (`stream1` for `live/stream1`): the stem of output file names.
     public var name: String {
         String(streamGuid.split(separator: "/").last ?? Substring(streamGuid))
+    }
+}
+
+/// What a provision may ask of a rung's encoder.
+public enum EncoderChoices {
+    /// x264's presets, fastest first.
+    public static let presets = ["ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow", "placebo"]
+    /// H.264 profiles libx264 makes for 8-bit 4:2:0: baseline (no B-frames, CAVLC: old phones and
+    /// set-top boxes), main, high.
+    public static let profiles = ["baseline", "main", "high"]
+
+    /// The RFC 6381 CODECS string a rung of `profile` is announced with before its encoder has
+    /// said (level 4.0; x264 sets constraint_set0 and 1 for baseline, 1 for main).
+    public static func announcedCodecs(profile: String?) -> String {
+        switch profile {
+        case "baseline": "avc1.42c028"
+        case "main": "avc1.4d4028"
+        default: "avc1.640028"
+        }
     }
 }

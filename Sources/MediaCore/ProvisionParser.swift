@@ -65,6 +65,8 @@ public enum ProvisionParser {
                     draft.bitRate = problems.integer(params?["videoBitRate"], path: "\(paramsPath).videoBitRate")
                     draft.width = problems.integer(params?["videoWidth"], path: "\(paramsPath).videoWidth")
                     draft.height = problems.integer(params?["videoHeight"], path: "\(paramsPath).videoHeight")
+                    draft.preset = problems.choice(params?["preset"], among: EncoderChoices.presets, what: "an x264 preset", path: "\(paramsPath).preset")
+                    draft.profile = problems.choice(params?["profile"], among: EncoderChoices.profiles, what: "an H.264 profile", path: "\(paramsPath).profile")
                 }
                 draft.bitRatePath = "\(paramsPath).videoBitRate"
                 draft.widthPath = "\(paramsPath).videoWidth"
@@ -160,6 +162,8 @@ private struct VariantDraft {
     var bitRate: Int?
     var width: Int?
     var height: Int?
+    var preset: String?
+    var profile: String?
     var guidPath = ""
     var levelPath = ""
     var bitRatePath = ""
@@ -180,6 +184,18 @@ private struct Problems {
         switch value {
         case nil: add(path, missing); return nil
         case let .string(s)?: return s
+        case let other?: add(path, "expected a string (got \(other.shortDescription))"); return nil
+        }
+    }
+
+    /// An optional string that must be one of `choices`; absent or null is nil.
+    mutating func choice(_ value: JSONValue?, among choices: [String], what: String, path: String) -> String? {
+        switch value {
+        case nil, .null?: return nil
+        case let .string(text)? where choices.contains(text): return text
+        case let .string(text)?:
+            add(path, "must be \(what): \(choices.joined(separator: ", ")) (got \"\(text.unicodeScalars.prefix(40).map { $0.escaped(asASCII: true) }.joined())\")")
+            return nil
         case let other?: add(path, "expected a string (got \(other.shortDescription))"); return nil
         }
     }
@@ -319,7 +335,8 @@ private struct Problems {
         guard list.isEmpty, let topGuid else { throw error }
 
         let variants = drafts.map {
-            Variant(streamGuid: $0.guid!, level: $0.level!, width: $0.width!, height: $0.height!, bitRate: $0.bitRate!)
+            Variant(streamGuid: $0.guid!, level: $0.level!, width: $0.width!, height: $0.height!, bitRate: $0.bitRate!,
+                    preset: $0.preset, profile: $0.profile)
         }.sorted { $0.level < $1.level }
         let pathsByLevel = Dictionary(uniqueKeysWithValues: drafts.map { ($0.level!, $0) })
         for (higher, lower) in zip(variants, variants.dropFirst()) {

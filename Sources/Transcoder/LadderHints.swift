@@ -23,7 +23,7 @@ enum LadderHints {
             let measured = measurements[variant.level].flatMap { $0.averageBitRate > 0 ? $0 : nil }
             return BandwidthHints.VariantHint(
                 streamGuid: variant.streamGuid, abrLevel: variant.level, width: variant.width, height: variant.height,
-                frameRate: (frameRate * 1000).rounded() / 1000, codecs: codecs.isEmpty ? defaultCodecs : codecs,
+                frameRate: (frameRate * 1000).rounded() / 1000, codecs: codecs.isEmpty ? EncoderChoices.announcedCodecs(profile: variant.profile) : codecs,
                 declaredBitRate: variant.bitRate, averageBitRate: measured?.averageBitRate ?? variant.bitRate,
                 // A peak below the average would only be a short stream's artefact.
                 peakBitRate: measured.map { max($0.peakBitRate, $0.averageBitRate) } ?? variant.bitRate,
@@ -32,8 +32,6 @@ enum LadderHints {
         return BandwidthHints(streamGuid: ladder.streamGuid, keyframeInterval: keyframeInterval, variants: variants)
     }
 
-    /// High profile, level 4.0: what a variant is announced as before its encoder has said.
-    static let defaultCodecs = "avc1.640028"
 
     /// Listed by level, not by measured peak, so the top leads even when a passed-through source is lean.
     static func masterPlaylist(_ hints: BandwidthHints, ladder: Ladder) -> HLSMasterPlaylist {

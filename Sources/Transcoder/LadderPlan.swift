@@ -40,7 +40,8 @@ struct LadderPlan {
             } else {
                 work = .encode(H264EncoderSettings(
                     width: variant.width, height: variant.height, bitRate: variant.bitRate, timeBase: video.timeBase,
-                    frameRate: rate, preset: options.preset, threads: threads.encoderThreads[variant.level] ?? 1))
+                    frameRate: rate, preset: variant.preset ?? options.preset, profile: variant.profile ?? "high",
+                    threads: threads.encoderThreads[variant.level] ?? 1))
             }
             return VariantPipeline(variant: variant, work: work, output: output(variant), policy: options.backpressure,
                                    inboxCapacity: options.inboxCapacity, qualitySampleInterval: options.qualitySampleInterval)

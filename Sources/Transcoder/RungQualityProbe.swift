@@ -7,12 +7,26 @@ import MediaCore
 /// scaled to the rung's size by a reference scaler (Lanczos), not by the ladder's own scaler, so
 /// the figure covers scaling and encoding together.
 ///
-/// Every picture is decoded (H.264's references need it), but only every `sampleInterval`th one
-/// is scaled and measured: the decode is cheap, the reference scale and SSIM are not.
+/// One picture in `sampleInterval` is measured. H.264 cannot decode a picture without the ones
+/// it refers to, so the second decode, the largest part of the cost, can only be skipped a whole
+/// GOP at a time: from one in four on, every other GOP (from its IDR) is decoded, and one picture
+/// in `sampleInterval / 2` of it measured. The count of measured pictures stays about one in
+/// `sampleInterval`; the decoding is halved.
 ///
 /// Confined to the variant's queue, like the encoder it watches.
 final class RungQualityProbe {
     let sampleInterval: Int
+    /// Decode one GOP in this many.
+    private let gopStride: Int
+    /// Within a decoded GOP, measure one picture in this many.
+    private let pictureInterval: Int
+    private var gopsSeen = 0
+    private var picturesInGOP = 0
+    private var measuringGOP = false
+    /// IDRs that begin a GOP to decode, by presentation time; the encoder's packet with that time
+    /// turns decoding on, any other IDR turns it off.
+    private var measuredGOPStarts: Set<Int64> = []
+    private var decodingGOP = false
     private let referenceScaler: Scaler
     private let timeBase: Rational
     private var decoder: VideoDecoder?
@@ -20,7 +34,6 @@ final class RungQualityProbe {
     /// Reference pictures by the presentation time the encoder was given, until the decoder
     /// hands back the picture with that time.
     private var references: [Int64: Frame] = [:]
-    private var picturesSeen = 0
     private(set) var accumulator = QualityAccumulator()
     /// CPU time the probe spent on its thread: what the measurement costs.
     private(set) var cpuSeconds = 0.0
@@ -32,15 +45,24 @@ final class RungQualityProbe {
 
     init(width: Int, height: Int, timeBase: Rational, sampleInterval: Int) throws(FFmpegError) {
         self.sampleInterval = max(1, sampleInterval)
+        gopStride = self.sampleInterval >= 4 ? 2 : 1
+        pictureInterval = max(1, self.sampleInterval / gopStride)
         self.referenceScaler = try Scaler(width: width, height: height, algorithm: .lanczos)
         self.timeBase = timeBase
         self.decoded = try Frame()
     }
 
-    /// The source picture the encoder is about to get with presentation time `pts`.
-    func sourcePicture(_ source: Frame, pts: Int64) throws(FFmpegError) {
-        defer { picturesSeen += 1 }
-        guard picturesSeen % sampleInterval == 0 else { return }
+    /// The source picture the encoder is about to get with presentation time `pts`; `isKeyframe`
+    /// when the job forces an IDR there (every GOP starts with one).
+    func sourcePicture(_ source: Frame, pts: Int64, isKeyframe: Bool) throws(FFmpegError) {
+        if isKeyframe {
+            measuringGOP = gopsSeen % gopStride == 0
+            gopsSeen += 1
+            picturesInGOP = 0
+            if measuringGOP { measuredGOPStarts.insert(pts) }
+        }
+        defer { picturesInGOP += 1 }
+        guard measuringGOP, picturesInGOP % pictureInterval == 0 else { return }
         let started = CPUClock.thread()
         defer { cpuSeconds += CPUClock.thread() - started }
         let reference = try referenceScaler.scale(source).reference()
@@ -52,6 +74,8 @@ final class RungQualityProbe {
 
     /// One packet the encoder produced; `parameters` describe the encoder's output (SPS/PPS).
     func encodedPacket(_ packet: Packet, parameters: () throws(FFmpegError) -> CodecParameters) throws(FFmpegError) {
+        if packet.isKeyframe { decodingGOP = measuredGOPStarts.remove(packet.pts) != nil }
+        guard decodingGOP else { return }
         let started = CPUClock.thread()
         defer { cpuSeconds += CPUClock.thread() - started }
         let decoder: VideoDecoder

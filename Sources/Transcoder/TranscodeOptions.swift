@@ -59,7 +59,7 @@ public struct TranscodeOptions: Sendable {
     public static let defaultQualitySampleInterval = 4
 
     /// x264 presets libx264 accepts.
-    public static let presets = ["ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow", "placebo"]
+    public static let presets = EncoderChoices.presets
 }
 
 /// How many threads the decoder and each encoder get, so that together they fill the machine

@@ -296,7 +296,7 @@ final class VariantPipeline: @unchecked Sendable {
                 let probe = try qualityProbe ?? RungQualityProbe(width: settings.width, height: settings.height,
                                                                  timeBase: settings.timeBase, sampleInterval: qualitySampleInterval)
                 qualityProbe = probe
-                try probe.sourcePicture(frame, pts: picture.pts)
+                try probe.sourcePicture(frame, pts: picture.pts, isKeyframe: decision.isKeyframe)
             }
             if decision.startsSegment { pendingSegmentStarts.insert(picture.pts) }
             try encoder.send(picture)

@@ -109,6 +109,34 @@ func provisionFixture(_ name: String) throws -> Data {
 }
 
 @Suite struct JSONReaderTests {
+    /// OvenMediaEngine and Wowza let each rendition choose its encoder preset and profile; a
+    /// provision may too, per rung, and anything else is refused with its path.
+    @Test func perRungPresetAndProfileAreOptionalAndChecked() throws {
+        func provision(_ extra: String) -> String {
+            #"""
+            {"streamGuid": "live/s", "streams": [
+              {"streamGuid": "live/s_1", "abrLevel": 1, "videoParams": {"videoBitRate": 2000000, "videoWidth": 1280, "videoHeight": 720}},
+              {"streamGuid": "live/s_2", "abrLevel": 2, "videoParams": {"videoBitRate": 500000, "videoWidth": 640, "videoHeight": 360\#(extra)}}]}
+            """#
+        }
+        let ladder = try ProvisionParser.parse(Array(provision(#", "preset": "fast", "profile": "baseline""#).utf8))
+        #expect(ladder.variants[0].preset == nil && ladder.variants[0].profile == nil)
+        #expect(ladder.variants[1].preset == "fast" && ladder.variants[1].profile == "baseline")
+        #expect(try ProvisionParser.parse(Array(provision(#", "preset": null"#).utf8)).variants[1].preset == nil)
+        for (extra, path, message) in [
+            (#", "preset": "turbo""#, "provision.streams[1].videoParams.preset", #"must be an x264 preset: ultrafast, superfast, veryfast, faster, fast, medium, slow, slower, veryslow, placebo (got "turbo")"#),
+            (#", "profile": "high10""#, "provision.streams[1].videoParams.profile", #"must be an H.264 profile: baseline, main, high (got "high10")"#),
+            (#", "profile": 66"#, "provision.streams[1].videoParams.profile", "expected a string (got 66)"),
+        ] {
+            #expect(throws: ProvisionError.self) { try ProvisionParser.parse(Array(provision(extra).utf8)) }
+            do {
+                _ = try ProvisionParser.parse(Array(provision(extra).utf8))
+            } catch {
+                #expect(error.problems.contains { $0.path == path && $0.message == message }, "\(error.problems)")
+            }
+        }
+    }
+
     @Test func keepsTypesApart() throws {
         let value = try JSONReader.parse(#"{"a":1,"b":1.5,"c":true,"d":"x\u00e9\ud83d\ude00","e":[null]}"#)
         #expect(value["a"] == .integer(1))

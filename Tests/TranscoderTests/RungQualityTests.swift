@@ -78,7 +78,7 @@ import Transcoder
         #expect(written.variants.map(\.quality) == report.variants.map(\.quality))
     }
 
-    @Test func samplingMeasuresEveryNthPictureAndAPassedThroughTopIsNotMeasured() throws {
+    @Test func samplingMeasuresOnePictureInNAndAPassedThroughTopIsNotMeasured() throws {
         let output = temporaryDirectory("quality-sampled")
         defer { try? FileManager.default.removeItem(at: output) }
         let ladder = try ladder("sm2-3-level.json")
@@ -88,8 +88,32 @@ import Transcoder
         #expect(report.variants[0].quality == nil && report.variants[0].qualityCPUSeconds == nil)
         for variant in report.variants.dropFirst() {
             let quality = try #require(variant.quality)
-            #expect(quality.pictures == (variant.frames + 3) / 4)
+            // Two 2 s GOPs of 60 pictures: every other GOP is decoded, one picture in two of it
+            // measured, so 30 of 120, one in four.
+            #expect(quality.pictures == 30)
             #expect(quality.psnrY > 30 && quality.ssimAll > 0.9, "level \(variant.abrLevel): \(quality)")
         }
+    }
+
+    @Test func aRungsPresetAndProfileFromTheProvisionReachItsEncoder() throws {
+        let work = temporaryDirectory("rung-settings")
+        defer { try? FileManager.default.removeItem(at: work) }
+        let source = work.appendingPathComponent("source.mkv").path
+        let made = try runProcess("ffmpeg", ["-hide_banner", "-loglevel", "error", "-y",
+            "-f", "lavfi", "-i", "testsrc2=size=480x272:rate=25:duration=1", "-c:v", "libx264", "-preset", "ultrafast", source])
+        try #require(made.status == 0, "ffmpeg could not make the source: \(made.stderr)")
+        let ladder = try ProvisionParser.parse(Array(#"""
+        [{"streamGuid": "live/settings", "streams": [
+          {"streamGuid": "live/settings_1", "abrLevel": 1, "videoParams": {"videoBitRate": 600000, "videoWidth": 480, "videoHeight": 272, "profile": "main"}},
+          {"streamGuid": "live/settings_2", "abrLevel": 2, "videoParams": {"videoBitRate": 250000, "videoWidth": 320, "videoHeight": 180, "preset": "faster", "profile": "baseline"}},
+          {"streamGuid": "live/settings_3", "abrLevel": 3, "videoParams": {"videoBitRate": 90000, "videoWidth": 208, "videoHeight": 118}}]}]
+        """#.utf8))
+        let output = work.appendingPathComponent("out")
+        let report = try LadderJob(ladder: ladder, input: source, outputDirectory: output,
+                                   options: TranscodeOptions(topMode: .encode)).run()
+        // RFC 6381: profile_idc 0x4d main, 0x42 baseline, 0x64 high (the node's default).
+        #expect(report.variants.map { String($0.codecs.prefix(7)) } == ["avc1.4d", "avc1.42", "avc1.64"])
+        let hints = try String(contentsOf: output.appendingPathComponent("abr.json"), encoding: .utf8)
+        #expect(hints.contains(report.variants[1].codecs))
     }
 }
