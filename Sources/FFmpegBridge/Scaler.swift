@@ -82,6 +82,10 @@ public enum ScalingAlgorithm: String, Sendable, CaseIterable {
     /// The ladder's scaler: swscale's default, a good balance of speed and sharpness.
     case bicubic
     case bilinear
+    /// swscale's fastest, with visibly worse quality; for measuring what speed costs.
+    case fastBilinear = "fast-bilinear"
+    /// Averages the source pixels under each output pixel: a good fit for large reductions.
+    case area
     /// A reference: the picture a rung is measured against, sharper and slower than the ladder's
     /// own.
     case lanczos
@@ -90,6 +94,8 @@ public enum ScalingAlgorithm: String, Sendable, CaseIterable {
         switch self {
         case .bicubic: SWS_BICUBIC
         case .bilinear: SWS_BILINEAR
+        case .fastBilinear: SWS_FAST_BILINEAR
+        case .area: SWS_AREA
         case .lanczos: SWS_LANCZOS
         }
     }

@@ -44,7 +44,8 @@ struct LadderPlan {
                     threads: threads.encoderThreads[variant.level] ?? 1))
             }
             return VariantPipeline(variant: variant, work: work, output: output(variant), policy: options.backpressure,
-                                   inboxCapacity: options.inboxCapacity, qualitySampleInterval: options.qualitySampleInterval)
+                                   inboxCapacity: options.inboxCapacity, qualitySampleInterval: options.qualitySampleInterval,
+                                   scaling: options.scaler)
         }
     }
 }

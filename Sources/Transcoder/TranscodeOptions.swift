@@ -1,3 +1,4 @@
+import FFmpegBridge
 import Foundation
 import MediaCore
 import Synchronization
@@ -41,10 +42,13 @@ public struct TranscodeOptions: Sendable {
     /// Measure every encoded rung's PSNR and SSIM against the source on every `n`th picture;
     /// nil measures nothing.
     public var qualitySampleInterval: Int?
+    /// The filter every encoded rung is scaled with.
+    public var scaler: ScalingAlgorithm
 
     public init(preset: String = "veryfast", topMode: TopVariantMode = .auto, keyframeInterval: Double = 2,
                 threads: Int? = nil, backpressure: BackpressurePolicy = .block, inboxCapacity: Int = 8,
-                qualitySampleInterval: Int? = nil) {
+                qualitySampleInterval: Int? = nil, scaler: ScalingAlgorithm = .bicubic) {
+        self.scaler = scaler
         self.qualitySampleInterval = qualitySampleInterval.map { max(1, $0) }
         self.preset = preset
         self.topMode = topMode

@@ -87,6 +87,7 @@ final class VariantPipeline: @unchecked Sendable {
     private var encoder: H264Encoder?
     /// Measures every `qualitySampleInterval`th picture when set.
     private let qualitySampleInterval: Int?
+    private let scaling: ScalingAlgorithm
     private var qualityProbe: RungQualityProbe?
     let output: VariantOutput
     private var pendingSegmentStarts: Set<Int64> = []
@@ -99,8 +100,9 @@ final class VariantPipeline: @unchecked Sendable {
     private var shedding = false
 
     init(variant: Variant, work: Work, output: VariantOutput, policy: BackpressurePolicy, inboxCapacity: Int,
-         qualitySampleInterval: Int? = nil) {
+         qualitySampleInterval: Int? = nil, scaling: ScalingAlgorithm = .bicubic) {
         self.variant = variant
+        self.scaling = scaling
         self.qualitySampleInterval = qualitySampleInterval
         self.work = work
         self.output = output
@@ -285,7 +287,7 @@ final class VariantPipeline: @unchecked Sendable {
         case let .frame(frame, decision):
             guard case let .encode(settings) = work else { return }
             let encoder = try self.encoder ?? makeEncoder(settings)
-            let scaler = try self.scaler ?? Scaler(width: settings.width, height: settings.height)
+            let scaler = try self.scaler ?? Scaler(width: settings.width, height: settings.height, algorithm: scaling)
             self.scaler = scaler
             let picture = try scaler.scale(frame)
             // x264 needs strictly increasing timestamps; a source that repeats one must not stop the job.
