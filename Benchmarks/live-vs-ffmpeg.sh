@@ -7,6 +7,8 @@
 # A third side, the same ffmpeg ladder with one thread everywhere, measures the library floor:
 # what the decoder, the scalers and x264 cost at these settings with almost nothing around
 # them, so ffmpeg/floor is the best ratio any program doing the same library work could reach.
+# Last, each side's rungs are measured (PSNR Y and SSIM against the Lanczos-scaled source, see
+# quality_pass), so every cores-per-job ratio is shown with the quality it bought.
 #
 #   Benchmarks/live-vs-ffmpeg.sh [N...]     (default: 1 2 4; ./abr bench live runs it)
 #
@@ -201,6 +203,54 @@ PY
   echo "   node: $node_line | ffmpeg: $ffmpeg_line | floor: $floor_line" >&2
 done
 
+# The quality each side's encodes have, so no ratio above stands without it: the same clip encoded
+# once more by each side with exactly its live settings (the node: `transcode` with the thread
+# plan a live job gets when it holds its share of the machine at the largest N; ffmpeg per stream
+# and the floor: their own command lines, into files), every picture measured against the source
+# scaled to the rung's size with Lanczos. x264 is deterministic for given settings and threads, so
+# a live rung that dropped nothing carried these same pictures.
+quality_pass() {
+  local q=$work/quality largest=0 n side
+  for n in "${counts[@]}"; do [ "$n" -gt "$largest" ] && largest=$n; done
+  rm -rf "$q"; mkdir -p "$q"
+  local node_threads=()
+  [ $(( $(nproc) / largest )) -le 1 ] && node_threads=(--threads 1)
+  "$worker" transcode --provision "$(provision 1)" --input "$clip" --output "$q/node" --top passthrough \
+    --quality --quality-every 1 "${node_threads[@]}" --quiet
+  for side in ffmpeg floor; do
+    local extra=()
+    [ "$side" = floor ] && extra=(-threads 1 -filter_complex_threads 1)
+    ffmpeg -hide_banner -loglevel error -y "${extra[@]}" -i "$clip" \
+      -filter_complex "[0:v]split=2[s2][s3];[s2]scale=854:480:flags=bicubic[v2];[s3]scale=640:360:flags=bicubic[v3]" \
+      -map "[v2]" "${x264[@]}" "${extra[@]}" -b:v 1000k -maxrate 1000k -bufsize 1000k "$q/$side-480.mp4" \
+      -map "[v3]" "${x264[@]}" "${extra[@]}" -b:v 600k -maxrate 600k -bufsize 600k "$q/$side-360.mp4" </dev/null
+  done
+  python3 - "$q" "$clip" "${node_threads[*]:-plan}" <<'PY'
+import json, subprocess, sys
+q, clip, node_threads = sys.argv[1], sys.argv[2], sys.argv[3]
+def measured(path, width, height):
+    figures = {}
+    for name in ("psnr", "ssim"):
+        err = subprocess.run(["ffmpeg", "-hide_banner", "-nostdin", "-i", path, "-i", clip, "-lavfi",
+                              f"[0:v]setpts=PTS-STARTPTS[d];[1:v]scale={width}:{height}:flags=lanczos,setpts=PTS-STARTPTS[r];[d][r]{name}",
+                              "-f", "null", "-"], capture_output=True, text=True).stderr
+        line = [l for l in err.splitlines() if f"Parsed_{name}" in l][-1]
+        figures[name] = float(line.split(" y:")[1].split()[0]) if name == "psnr" else float(line.split("All:")[1].split()[0])
+    return figures["psnr"], figures["ssim"]
+node = {v["height"]: (v["quality"]["psnrY"], v["quality"]["ssimAll"]) for v in json.load(open(f"{q}/node/report.json"))["variants"] if v.get("quality")}
+rows = [("node", node[480], node[360])]
+for side, label in (("ffmpeg", "ffmpeg per stream"), ("floor", "library floor")):
+    rows.append((label, measured(f"{q}/{side}-480.mp4", 854, 480), measured(f"{q}/{side}-360.mp4", 640, 360)))
+print()
+print(f"Quality of each side's encodes (the same clip, the same settings and threads, every picture, against the Lanczos-scaled source; node threads: {node_threads}):")
+print()
+print("| side | 480p PSNR Y | 480p SSIM | 360p PSNR Y | 360p SSIM |")
+print("| --- | --- | --- | --- | --- |")
+for label, r480, r360 in rows:
+    print(f"| {label} | {r480[0]:.2f} | {r480[1]:.4f} | {r360[0]:.2f} | {r360[1]:.4f} |")
+PY
+}
+
 echo
 printf '%s\n' "${results[@]}" | python3 -c '
 import statistics, sys
@@ -234,3 +284,4 @@ ffmpeg_best = max((n for n, runs in by_n.items() if all(r[3] for r in runs)), de
 print()
 print(f"largest N in real time without drops in every run: node {node_best}, ffmpeg per stream {ffmpeg_best} (of the N tried: {sorted(by_n)})")
 '
+quality_pass

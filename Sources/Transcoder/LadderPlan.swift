@@ -45,7 +45,7 @@ struct LadderPlan {
             }
             return VariantPipeline(variant: variant, work: work, output: output(variant), policy: options.backpressure,
                                    inboxCapacity: options.inboxCapacity, qualitySampleInterval: options.qualitySampleInterval,
-                                   scaling: options.scaler)
+                                   scaling: options.scaler, priority: options.encoderPriority)
         }
     }
 }

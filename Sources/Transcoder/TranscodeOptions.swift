@@ -44,11 +44,15 @@ public struct TranscodeOptions: Sendable {
     public var qualitySampleInterval: Int?
     /// The filter every encoded rung is scaled with.
     public var scaler: ScalingAlgorithm
+    /// How the rungs' encoder threads are scheduled (a live node lowers them behind its ingest
+    /// and network threads).
+    public var encoderPriority: EncoderPriority
 
     public init(preset: String = "veryfast", topMode: TopVariantMode = .auto, keyframeInterval: Double = 2,
                 threads: Int? = nil, backpressure: BackpressurePolicy = .block, inboxCapacity: Int = 8,
-                qualitySampleInterval: Int? = nil, scaler: ScalingAlgorithm = .bicubic) {
+                qualitySampleInterval: Int? = nil, scaler: ScalingAlgorithm = .bicubic, encoderPriority: EncoderPriority = .normal) {
         self.scaler = scaler
+        self.encoderPriority = encoderPriority
         self.qualitySampleInterval = qualitySampleInterval.map { max(1, $0) }
         self.preset = preset
         self.topMode = topMode

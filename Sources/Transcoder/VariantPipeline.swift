@@ -4,7 +4,7 @@ import FFmpegBridge
 import MediaCore
 import Synchronization
 
-/// One variant's work on its own serial queue behind a bounded inbox: scale → encode → package,
+/// One variant's work on its own serial queue (an `EncoderThread`) behind a bounded inbox: scale → encode → package,
 /// or, for a passed-through top, package the source's own packets.
 ///
 /// Thread affinity: `submit` and `finish` are called from the ingest thread only; everything
@@ -64,7 +64,7 @@ final class VariantPipeline: @unchecked Sendable {
 
     let variant: Variant
     let isPassthrough: Bool
-    private let queue: DispatchQueue
+    private let queue: EncoderThread
     /// The inbox's bound in pictures (decoded frames or passed-through packets): what memory and
     /// lag are measured in.
     private let pictureSlots: DispatchSemaphore
@@ -100,7 +100,7 @@ final class VariantPipeline: @unchecked Sendable {
     private var shedding = false
 
     init(variant: Variant, work: Work, output: VariantOutput, policy: BackpressurePolicy, inboxCapacity: Int,
-         qualitySampleInterval: Int? = nil, scaling: ScalingAlgorithm = .bicubic) {
+         qualitySampleInterval: Int? = nil, scaling: ScalingAlgorithm = .bicubic, priority: EncoderPriority = .normal) {
         self.variant = variant
         self.scaling = scaling
         self.qualitySampleInterval = qualitySampleInterval
@@ -108,9 +108,13 @@ final class VariantPipeline: @unchecked Sendable {
         self.output = output
         self.policy = policy
         if case .passthrough = work { isPassthrough = true } else { isPassthrough = false }
-        self.queue = DispatchQueue(label: "abr.variant.\(variant.level)", qos: .userInitiated)
+        self.queue = EncoderThread(name: "abr.variant.\(variant.level)", priority: priority)
         self.pictureSlots = DispatchSemaphore(value: max(1, inboxCapacity))
         self.audioSlots = DispatchSemaphore(value: Self.audioPacketsPerPicture * max(1, inboxCapacity))
+    }
+
+    deinit {
+        queue.close()
     }
 
     var statistics: Statistics { state.withLock { $0 } }

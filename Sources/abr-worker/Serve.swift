@@ -6,6 +6,7 @@ import Logging
 import Metrics
 import NodeApp
 import Prometheus
+import Transcoder
 
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -105,6 +106,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Seconds between status lines in the log (0: none).")
     var statusInterval: Double = 10
 
+    @Option(help: "How far below ingest and sending the encoder threads run: a nice increment, 0 to 19 (above 0 they are also SCHED_BATCH; 0 keeps the node's own scheduling). No privileges needed.")
+    var encoderNice = EncoderPriority.background.niceIncrement
+
     /// The options as the library takes them.
     var settings: NodeSettings {
         var settings = NodeSettings()
@@ -131,6 +135,7 @@ struct Serve: AsyncParsableCommand {
         settings.publishLoop = publishLoop
         settings.grace = grace
         settings.transcode = encoding.transcodeOptions()
+        settings.transcode.encoderPriority = EncoderPriority(niceIncrement: encoderNice, batch: encoderNice > 0)
         settings.origin = origin
         settings.allowUnprovisioned = allowUnprovisioned
         settings.capacityCores = capacityCores
@@ -142,6 +147,7 @@ struct Serve: AsyncParsableCommand {
     }
 
     func validate() throws {
+        guard (0...19).contains(encoderNice) else { throw ValidationError("--encoder-nice must be 0 to 19 (got \(encoderNice))") }
         do {
             try settings.validate()
         } catch {
