@@ -98,7 +98,7 @@ public enum LadderReportPage {
     private static func table(title: String, _ points: [RateQualityPoint]) -> String {
         var html = "<h2>\(escape(title))</h2>\n<table><tr><th>size</th><th>target</th><th>produced</th><th>PSNR Y</th><th>PSNR YUV</th><th>SSIM</th><th>SSIM dB</th></tr>\n"
         for point in points {
-            html += "<tr><td>\(point.size)</td><td>\(rateLabel(point.targetBitRate))</td><td>\(rateLabel(point.bitRate))</td><td>\(format(point.quality, 2))</td><td>\(format(point.psnrYUV, 2))</td><td>\(format(point.ssimAll, 4))</td><td>\(format(point.ssimDecibels, 2))</td></tr>\n"
+            html += "<tr><td>\(point.size)</td><td>\(rateLabel(point.targetBitRate))</td><td>\(rateLabel(point.bitRate))</td><td>\(format(point.psnrY, 2))</td><td>\(format(point.psnrYUV, 2))</td><td>\(format(point.ssimAll, 4))</td><td>\(format(point.ssimDecibels, 2))</td></tr>\n"
         }
         return html + "</table>\n"
     }

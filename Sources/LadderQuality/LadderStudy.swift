@@ -20,7 +20,8 @@ public struct LadderStudy: Sendable, Codable {
     /// The suggested ladder's rungs, each encoded like the grid.
     public var suggested: [RateQualityPoint]
     /// Bjøntegaard delta rate of the suggested ladder against the provisioned one, by the
-    /// drawing metric, by PSNR YUV and by SSIM (dB); nil where the curves share no quality range.
+    /// ladder's metric (`metric`), by PSNR YUV and by SSIM (dB); nil where the curves share no
+    /// quality range.
     public var bdRate: BDRates?
     public var cpuSeconds: Double
 

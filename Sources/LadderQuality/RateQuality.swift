@@ -10,13 +10,15 @@ public struct RateQualityPoint: Sendable, Codable, Hashable {
     public var bitRate: Int
     /// The quality figure the curves are drawn with (PSNR Y by default), at display size.
     public var quality: Double
-    /// The other figures, for the report.
+    /// Every figure, for the report and for choosing another metric.
+    public var psnrY: Double
     public var psnrYUV: Double
     public var ssimAll: Double
     public var ssimDecibels: Double
 
     public init(width: Int, height: Int, targetBitRate: Int, bitRate: Int, quality: Double,
-                psnrYUV: Double = 0, ssimAll: Double = 0, ssimDecibels: Double = 0) {
+                psnrY: Double? = nil, psnrYUV: Double = 0, ssimAll: Double = 0, ssimDecibels: Double = 0) {
+        self.psnrY = psnrY ?? quality
         self.width = width
         self.height = height
         self.targetBitRate = targetBitRate
@@ -84,15 +86,10 @@ public enum RateQuality {
         public var predictedQuality: Double
     }
 
-    /// Quality differences smaller than this (dB) are within what a few seconds of windows can
-    /// tell apart; between sizes that close, the larger one is taken (more pixels for a large
-    /// screen, and one step less for the player's scaler).
-    public static let qualityTieTolerance = 0.25
-
     /// A ladder of `count` rungs between `minimum` and `maximum` bit/s: each rate, spaced evenly in
     /// log rate, gets the size whose curve is highest there (the hull's size at that rate; the
-    /// larger size when two are within `qualityTieTolerance`). A higher rung never gets a smaller
-    /// size than a lower one (a player stepping up never loses pixels). Sorted from the top down.
+    /// larger size on an exact tie). A higher rung never gets a smaller size than a lower one (a
+    /// player stepping up never loses pixels). Sorted from the top down.
     public static func suggestLadder(points: [RateQualityPoint], count: Int, minimum: Int, maximum: Int) -> [SuggestedRung] {
         let curves = Dictionary(grouping: points) { Size(width: $0.width, height: $0.height) }
         var rungs: [SuggestedRung] = []
@@ -100,9 +97,7 @@ public enum RateQuality {
             let predictions = curves.map { size, curve in
                 (size: size, quality: quality(of: curve, at: Double(rate)) ?? extrapolatedQuality(of: curve, at: Double(rate)))
             }
-            guard let best = predictions.map(\.quality).max() else { continue }
-            let contenders = predictions.filter { $0.quality >= best - qualityTieTolerance }
-            guard let chosen = contenders.max(by: { ($0.size.pixels, $0.quality) < ($1.size.pixels, $1.quality) }) else { continue }
+            guard let chosen = predictions.max(by: { ($0.quality, $0.size.pixels) < ($1.quality, $1.size.pixels) }) else { continue }
             rungs.append(SuggestedRung(width: chosen.size.width, height: chosen.size.height, bitRate: rate, predictedQuality: chosen.quality))
         }
         // From the bottom up, a rung is at least as large as the one below it.

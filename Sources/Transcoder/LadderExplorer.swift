@@ -203,7 +203,7 @@ public final class LadderExplorer {
         return RateQualityPoint(
             width: point.width, height: point.height, targetBitRate: point.bitRate,
             bitRate: seconds > 0 ? Int((Double(bytes * 8) / seconds).rounded()) : 0,
-            quality: summary?.psnrY ?? 0, psnrYUV: summary?.psnrYUV ?? 0, ssimAll: summary?.ssimAll ?? 0,
+            quality: summary?.psnrY ?? 0, psnrY: summary?.psnrY ?? 0, psnrYUV: summary?.psnrYUV ?? 0, ssimAll: summary?.ssimAll ?? 0,
             ssimDecibels: summary?.ssimAllDecibels ?? 0)
     }
 

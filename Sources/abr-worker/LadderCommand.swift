@@ -52,6 +52,16 @@ struct LadderCommand: ParsableCommand {
     @Option(help: "Measure every Nth picture of each encode.")
     var qualityEvery: Int = 2
 
+    @Option(help: "The figure the hull and the suggestion follow: psnr-y, psnr-yuv or ssim-db.")
+    var metric: String = "psnr-y"
+
+    /// The figures `--metric` may name, with how the report labels them.
+    static let metrics: [String: (label: String, figure: @Sendable (RateQualityPoint) -> Double)] = [
+        "psnr-y": ("PSNR Y (dB)", { $0.psnrY }),
+        "psnr-yuv": ("PSNR YUV (dB)", { $0.psnrYUV }),
+        "ssim-db": ("SSIM (dB)", { $0.ssimDecibels }),
+    ]
+
     @Flag(help: "No progress line and no summary.")
     var quiet = false
 
@@ -70,6 +80,9 @@ struct LadderCommand: ParsableCommand {
         guard (1...20).contains(windows) else { throw ValidationError("--windows must be 1 to 20 (got \(windows))") }
         guard windowSeconds >= 0.5, windowSeconds <= 30 else { throw ValidationError("--window-seconds must be 0.5 to 30 (got \(windowSeconds))") }
         guard (1...100).contains(qualityEvery) else { throw ValidationError("--quality-every must be 1 to 100 (got \(qualityEvery))") }
+        guard Self.metrics[metric] != nil else {
+            throw ValidationError("--metric must be one of \(Self.metrics.keys.sorted().joined(separator: ", ")) (got \(metric))")
+        }
         _ = try parsedHeights()
     }
 
@@ -102,15 +115,18 @@ struct LadderCommand: ParsableCommand {
         }
         // The grid reaches a third past the range each way, so the hull is known at its ends.
         let grid = explorer.grid(heights: heights, minimumBitRate: minimum * 3 / 4, maximumBitRate: maximum * 4 / 3, ratesPerSize: ratesPerSize)
-        let measured = try explorer.measure(grid, progress: progressLine("grid"))
+        let (label, figure) = Self.metrics[metric]!
+        // Every point's `quality` is the chosen figure: the hull, the suggestion and the BD-rate follow it.
+        func byMetric(_ points: [RateQualityPoint]) -> [RateQualityPoint] { points.map { var p = $0; p.quality = figure($0); return p } }
+        let measured = byMetric(try explorer.measure(grid, progress: progressLine("grid")))
         let suggestion = RateQuality.suggestLadder(points: measured, count: count, minimum: minimum, maximum: maximum)
         let suggestedPoints = suggestion.map { LadderExplorer.Point(width: $0.width, height: $0.height, bitRate: $0.bitRate) }
         let provisionedPoints = (ladder?.variants ?? []).map { LadderExplorer.Point(width: $0.width, height: $0.height, bitRate: $0.bitRate) }
-        let rungsMeasured = try explorer.measure(suggestedPoints + provisionedPoints, progress: progressLine("rungs"))
+        let rungsMeasured = byMetric(try explorer.measure(suggestedPoints + provisionedPoints, progress: progressLine("rungs")))
         if !quiet, isatty(STDERR_FILENO) == 1 { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
         let study = LadderStudy(
             input: input, sourceWidth: explorer.sourceWidth, sourceHeight: explorer.sourceHeight,
-            windowSeconds: explorer.secondsPerPoint, windows: explorer.windowCount, preset: preset, metric: "PSNR Y (dB)",
+            windowSeconds: explorer.secondsPerPoint, windows: explorer.windowCount, preset: preset, metric: label,
             measurement: "each encode decoded, scaled back to the source's size with Lanczos and compared with the source (PSNR and SSIM as FFmpeg defines them), every \(qualityEvery) picture(s)",
             grid: measured, provisioned: Array(rungsMeasured.dropFirst(suggestedPoints.count)),
             suggested: Array(rungsMeasured.prefix(suggestedPoints.count)), cpuSeconds: CPUClock.process() - cpuStarted)
@@ -144,7 +160,7 @@ struct LadderCommand: ParsableCommand {
 
     private func printSummary(_ study: LadderStudy) {
         func rows(_ points: [RateQualityPoint]) -> [[String]] {
-            points.map { [$0.size, formatBitRate($0.targetBitRate), formatBitRate($0.bitRate), String(format: "%.2f", $0.quality),
+            points.map { [$0.size, formatBitRate($0.targetBitRate), formatBitRate($0.bitRate), String(format: "%.2f", $0.psnrY),
                           String(format: "%.2f", $0.psnrYUV), String(format: "%.4f", $0.ssimAll)] }
         }
         let header = ["size", "target", "produced", "PSNR Y", "PSNR YUV", "SSIM"]
@@ -157,7 +173,7 @@ struct LadderCommand: ParsableCommand {
         }
         if let bd = study.bdRate {
             func percent(_ value: Double?) -> String { value.map { String(format: "%+.1f %%", $0 * 100) } ?? "n/a" }
-            print("BD-rate, suggested against provisioned: \(percent(bd.metric)) (PSNR Y), \(percent(bd.psnrYUV)) (PSNR YUV), \(percent(bd.ssimDecibels)) (SSIM dB)")
+            print("BD-rate, suggested against provisioned: \(percent(bd.metric)) (\(study.metric), the ladder's metric), \(percent(bd.psnrYUV)) (PSNR YUV), \(percent(bd.ssimDecibels)) (SSIM dB)")
         }
         print("written: \(output)/ladder.json, \(output)/provision.json, \(output)/report.html")
     }

@@ -37,13 +37,16 @@ import Testing
         #expect(abs(ladder[1].predictedQuality - 37.75) < 0.001)
     }
 
-    @Test func withinTheTieToleranceTheLargerSizeIsTaken() {
-        // 540p is 0.1 dB better than 720p at 2 Mbit/s: too close to tell; 720p is taken. At
-        // 500 kbit/s 540p is a whole dB better: it is taken.
-        let points = [Self.point(540, 500_000, 36), Self.point(540, 2_000_000, 40.1),
-                      Self.point(720, 500_000, 35), Self.point(720, 2_000_000, 40)]
+    @Test func theBestSizeWinsEvenByLittleAndTheLargerOnlyOnATie() {
+        // 540p is 0.1 dB better than 720p everywhere: the hull takes it at every rate.
+        let points = [Self.point(540, 500_000, 36.1), Self.point(540, 2_000_000, 40.1),
+                      Self.point(720, 500_000, 36), Self.point(720, 2_000_000, 40)]
         let ladder = RateQuality.suggestLadder(points: points, count: 2, minimum: 500_000, maximum: 2_000_000)
-        #expect(ladder.map(\.height) == [720, 540])
+        #expect(ladder.map(\.height) == [540, 540])
+        // Two sizes exactly alike: the larger.
+        let equal = [Self.point(540, 500_000, 36), Self.point(540, 2_000_000, 40),
+                     Self.point(720, 500_000, 36), Self.point(720, 2_000_000, 40)]
+        #expect(RateQuality.suggestLadder(points: equal, count: 2, minimum: 500_000, maximum: 2_000_000).map(\.height) == [720, 720])
     }
 
     @Test func aHigherRungNeverGetsFewerPixels() {

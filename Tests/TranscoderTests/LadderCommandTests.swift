@@ -25,13 +25,17 @@ import Testing
         let output = work.appendingPathComponent("study")
         let result = try runProcess(workerExecutable, [
             "ladder", "--input", source, "--provision", provision.path, "--output", output.path,
-            "--heights", "216,144,90", "--rates-per-size", "3", "--windows", "2", "--window-seconds", "1", "--quality-every", "2"])
+            "--heights", "216,144,90", "--rates-per-size", "3", "--windows", "2", "--window-seconds", "1", "--quality-every", "2",
+            "--metric", "ssim-db"])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains("BD-rate, suggested against provisioned"))
 
         let study = try JSONDecoder().decode(LadderStudy.self, from: Data(contentsOf: output.appendingPathComponent("ladder.json")))
         #expect(study.windows == 2 && abs(study.windowSeconds - 2) < 0.1)
         #expect(study.sourceWidth == 384 && study.sourceHeight == 216)
+        // The hull and the suggestion follow the chosen metric; every figure is still kept.
+        #expect(study.metric == "SSIM (dB)")
+        #expect((study.grid + study.provisioned + study.suggested).allSatisfy { $0.quality == $0.ssimDecibels && $0.psnrY > 15 })
         #expect(Set(study.grid.map(\.height)) == [216, 144, 90])
         #expect(study.provisioned.map(\.size) == ["384x216", "256x144", "160x90"])
         #expect(study.suggested.count == 3)
@@ -41,7 +45,7 @@ import Testing
         for (size, curve) in Dictionary(grouping: study.grid, by: \.size) {
             let sorted = curve.sorted { $0.targetBitRate < $1.targetBitRate }
             #expect(sorted.last!.quality > sorted.first!.quality, "\(size): \(sorted.map(\.quality))")
-            #expect(curve.allSatisfy { $0.quality > 15 && $0.quality < 99 && $0.ssimAll > 0.3 && $0.ssimAll < 1 })
+            #expect(curve.allSatisfy { $0.psnrY > 15 && $0.psnrY < 99 && $0.ssimAll > 0.3 && $0.ssimAll < 1 })
         }
         #expect((study.grid + study.suggested).allSatisfy { abs(Double($0.bitRate) / Double($0.targetBitRate) - 1) < 0.5 },
                 "\((study.grid + study.suggested).map { ($0.targetBitRate, $0.bitRate) })")
@@ -70,5 +74,8 @@ import Testing
         let heights = try runProcess(workerExecutable, ["ladder", "--input", fixture("720p30-h264-aac.mp4"), "--output", output.path,
                                                         "--heights", "720,abc"])
         #expect(heights.status == 2 && heights.stderr.contains("--heights"))
+        let metric = try runProcess(workerExecutable, ["ladder", "--input", fixture("720p30-h264-aac.mp4"), "--output", output.path,
+                                                       "--metric", "vmaf"])
+        #expect(metric.status == 2 && metric.stderr.contains("--metric must be one of psnr-y, psnr-yuv, ssim-db (got vmaf)"), "\(metric.stderr)")
     }
 }
