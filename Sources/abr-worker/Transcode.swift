@@ -32,7 +32,7 @@ struct Transcode: ParsableCommand {
     @Flag(help: "Measure every encoded rung's PSNR and SSIM against the source scaled to its size (Lanczos).")
     var quality = false
 
-    @Option(help: "With --quality: measure every Nth picture (every picture is still decoded).")
+    @Option(help: "With --quality: measure one picture in N (from 4 on, every other GOP is decoded and one picture in N/2 of it measured).")
     var qualityEvery: Int = TranscodeOptions.defaultQualitySampleInterval
 
     func validate() throws {

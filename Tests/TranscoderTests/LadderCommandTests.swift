@@ -11,10 +11,9 @@ import Testing
         let work = temporaryDirectory("ladder")
         defer { try? FileManager.default.removeItem(at: work) }
         let source = work.appendingPathComponent("source.mp4").path
-        let made = try runProcess("ffmpeg", ["-hide_banner", "-loglevel", "error", "-y",
+        try makeSource(source, [
             "-f", "lavfi", "-i", "testsrc2=size=384x216:rate=25:duration=4,noise=alls=6:allf=t",
-            "-c:v", "libx264", "-preset", "ultrafast", "-qp", "10", source])
-        try #require(made.status == 0, "ffmpeg could not make the source: \(made.stderr)")
+            "-c:v", "libx264", "-preset", "ultrafast", "-qp", "10"])
         let provision = work.appendingPathComponent("provision.json")
         try Data(#"""
         [{"streamGuid": "live/title", "streams": [

@@ -10,6 +10,12 @@ func temporaryDirectory(_ name: String) -> URL {
     return url
 }
 
+/// Makes a test source at `path` with ffmpeg from `arguments` (its inputs and encoding options).
+func makeSource(_ path: String, _ arguments: [String]) throws {
+    let made = try runProcess("ffmpeg", ["-hide_banner", "-loglevel", "error", "-y"] + arguments + [path])
+    try #require(made.status == 0, "ffmpeg could not make the source: \(made.stderr)")
+}
+
 func ladder(_ provision: String) throws -> Ladder {
     try ProvisionParser.parse(Data(contentsOf: fixturesDirectory.appendingPathComponent("provisions/\(provision)")))
 }
@@ -57,12 +63,11 @@ func ladder(_ provision: String) throws -> Ladder {
         let work = temporaryDirectory("unseen")
         defer { try? FileManager.default.removeItem(at: work) }
         let source = work.appendingPathComponent("source.mkv").path
-        let made = try runProcess("ffmpeg", ["-hide_banner", "-loglevel", "error", "-y",
+        try makeSource(source, [
             "-f", "lavfi", "-i", "testsrc2=size=960x540:rate=25:duration=5,noise=alls=8:allf=t",
             "-f", "lavfi", "-i", "sine=frequency=300:sample_rate=44100:duration=5",
             "-c:v", "libx264", "-preset", "veryfast", "-g", "25", "-bf", "2", "-b:v", "1100k",
-            "-c:a", "aac", "-ac", "1", "-b:a", "64k", source])
-        try #require(made.status == 0, "ffmpeg could not make the source: \(made.stderr)")
+            "-c:a", "aac", "-ac", "1", "-b:a", "64k"])
         let provision = #"""
         [{"streamGuid": "live/unseen", "streams": [
           {"streamGuid": "live/unseen_1", "abrLevel": 1, "videoParams": {"videoBitRate": 1200000, "videoWidth": 960, "videoHeight": 540}},
@@ -94,10 +99,9 @@ func ladder(_ provision: String) throws -> Ladder {
         let work = temporaryDirectory("longgop")
         defer { try? FileManager.default.removeItem(at: work) }
         let source = work.appendingPathComponent("source.mp4").path
-        let made = try runProcess("ffmpeg", ["-hide_banner", "-loglevel", "error", "-y",
+        try makeSource(source, [
             "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=30:duration=14",
-            "-c:v", "libx264", "-preset", "ultrafast", "-g", "1000", "-keyint_min", "1000", "-sc_threshold", "0", "-bf", "0", "-b:v", "600k", source])
-        try #require(made.status == 0, "ffmpeg could not make the source: \(made.stderr)")
+            "-c:v", "libx264", "-preset", "ultrafast", "-g", "1000", "-keyint_min", "1000", "-sc_threshold", "0", "-bf", "0", "-b:v", "600k"])
         let provision = #"""
         [{"streamGuid": "live/longgop", "streams": [
           {"streamGuid": "live/longgop_1", "abrLevel": 1, "videoParams": {"videoBitRate": 700000, "videoWidth": 640, "videoHeight": 360}},

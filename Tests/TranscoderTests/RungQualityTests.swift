@@ -50,10 +50,9 @@ import Transcoder
         // Moving, textured content with grain at a size the encoder must work for; an odd-sized
         // lowest rung (208x118) checks the chroma planes' rounding.
         let source = work.appendingPathComponent("source.mkv").path
-        let made = try runProcess("ffmpeg", ["-hide_banner", "-loglevel", "error", "-y",
+        try makeSource(source, [
             "-f", "lavfi", "-i", "testsrc2=size=480x272:rate=25:duration=2,noise=alls=4:allf=t",
-            "-c:v", "libx264", "-preset", "ultrafast", "-qp", "8", source])
-        try #require(made.status == 0, "ffmpeg could not make the source: \(made.stderr)")
+            "-c:v", "libx264", "-preset", "ultrafast", "-qp", "8"])
         let ladder = try ProvisionParser.parse(Array(Self.provision.utf8))
         let output = work.appendingPathComponent("out")
         let report = try LadderJob(ladder: ladder, input: source, outputDirectory: output,
@@ -99,9 +98,8 @@ import Transcoder
         let work = temporaryDirectory("rung-settings")
         defer { try? FileManager.default.removeItem(at: work) }
         let source = work.appendingPathComponent("source.mkv").path
-        let made = try runProcess("ffmpeg", ["-hide_banner", "-loglevel", "error", "-y",
-            "-f", "lavfi", "-i", "testsrc2=size=480x272:rate=25:duration=1", "-c:v", "libx264", "-preset", "ultrafast", source])
-        try #require(made.status == 0, "ffmpeg could not make the source: \(made.stderr)")
+        try makeSource(source, [
+            "-f", "lavfi", "-i", "testsrc2=size=480x272:rate=25:duration=1", "-c:v", "libx264", "-preset", "ultrafast"])
         let ladder = try ProvisionParser.parse(Array(#"""
         [{"streamGuid": "live/settings", "streams": [
           {"streamGuid": "live/settings_1", "abrLevel": 1, "videoParams": {"videoBitRate": 600000, "videoWidth": 480, "videoHeight": 272, "profile": "main"}},
