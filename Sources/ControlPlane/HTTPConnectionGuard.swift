@@ -23,6 +23,7 @@ public final class HTTPConnectionLimiter: Sendable {
 
     public let limits: Limits
     let quota: ConnectionQuota
+    let logger = Logger(label: "abr.http")
 
     public init(limits: Limits) {
         self.limits = limits
@@ -62,6 +63,8 @@ final class HTTPConnectionGuard: ChannelInboundHandler, RemovableChannelHandler 
         guard admittedAddress == nil else { return }
         let address = context.channel.remoteAddress?.ipAddress ?? "?"
         guard limiter.quota.admit(address) else {
+            limiter.logger.warning("connection refused: too many connections", metadata: [
+                "http.address": "\(address)", "http.connections": "\(limiter.quota.open)"])
             context.close(promise: nil)
             return
         }

@@ -111,18 +111,24 @@ private func assemble(_ settings: NodeSettings, environment: [String: String], m
     let plane = await ControlPlane(configuration: configuration, nodeConfiguration: nodeConfiguration, registry: registry,
                                    store: store, metrics: metrics)
 
-    let restored = try await plane.provisions.restore()
-    if !restored.restored.isEmpty { logger.info("provisions restored from the store", metadata: ["streams": "\(restored.restored)"]) }
-    for problem in restored.problems { logger.error("stored provision no longer valid, left in the store: \(problem)") }
-    for (path, ladder) in ladders {
-        guard plane.node.ladder(ladder.streamGuid) == nil else {
-            logger.info("\(ladder.streamGuid) from \(path) is already provisioned (kept from the store)")
-            continue
+    let listeners: (rtspPort: Int, services: [any Service])
+    do {
+        let restored = try await plane.provisions.restore()
+        if !restored.restored.isEmpty { logger.info("provisions restored from the store", metadata: ["streams": "\(restored.restored)"]) }
+        for problem in restored.problems { logger.error("stored provision no longer valid, left in the store: \(problem)") }
+        for (path, ladder) in ladders {
+            guard plane.node.ladder(ladder.streamGuid) == nil else {
+                logger.info("\(ladder.streamGuid) from \(path) is already provisioned (kept from the store)")
+                continue
+            }
+            try await ProvisionFile.store(path: path, streamGuid: ladder.streamGuid, nodeGroup: settings.nodeGroup, in: plane.provisions)
         }
-        try await ProvisionFile.store(path: path, streamGuid: ladder.streamGuid, nodeGroup: settings.nodeGroup, in: plane.provisions)
+        listeners = try startListeners(settings, environment: environment, descriptors: descriptors, registry: registry, plane: plane)
+    } catch {
+        // The provisions' jobs were made waiting for publishers: they end with the failed start.
+        plane.drain()
+        throw error
     }
-
-    let listeners = try startListeners(settings, environment: environment, descriptors: descriptors, registry: registry, plane: plane)
     let rtspBase = "rtsp://\(host):\(listeners.rtspPort)"
     plane.setReady(true, rtspBase: rtspBase)
 

@@ -107,22 +107,22 @@ public final class RTSPService: Sendable {
             existing = made
             return made
         }
-        let (rtp, rtcp) = try bindUDPPair(group: group)
-        var bootstrap = ServerBootstrap(group: group)
-            .serverChannelOption(.backlog, value: 256)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-        if let size = configuration.socketSendBuffer {
-            bootstrap = bootstrap.childChannelOption(.socketOption(.so_sndbuf), value: SocketOptionValue(size))
-        }
-        let server = try bootstrap
-            .childChannelInitializer { [self] channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: .seconds(Int64(configuration.sessionTimeout) * 2)))
-                    try channel.pipeline.syncOperations.addHandlers(makeConnectionHandlers())
-                }
+        let rtp: Channel, rtcp: Channel, server: Channel
+        do {
+            (rtp, rtcp) = try bindUDPPair(group: group)
+            do {
+                server = try bindRTSP(group: group)
+            } catch {
+                try? rtp.close().wait()
+                try? rtcp.close().wait()
+                throw error
             }
-            .bind(host: configuration.host, port: configuration.port).wait()
+        } catch {
+            // A start that fails (the port is taken) holds nothing: no UDP pair, no event-loop
+            // threads, so an in-process caller may try again on other ports.
+            try? eventLoops.withLock { group in defer { group = nil }; return group }?.syncShutdownGracefully()
+            throw error
+        }
         let sweep = group.next().scheduleRepeatedTask(initialDelay: .seconds(1), delay: .seconds(1)) { [self] _ in
             expireSessions()
             sendReceiverReports()
@@ -132,6 +132,24 @@ public final class RTSPService: Sendable {
         logger.info("RTSP listening", metadata: ["rtsp.port": "\(server.localAddress?.port ?? 0)",
                                                  "rtp.ports": "\(rtp.localAddress?.port ?? 0)-\(rtcp.localAddress?.port ?? 0)"])
         return server.localAddress?.port ?? configuration.port
+    }
+
+    private func bindRTSP(group: MultiThreadedEventLoopGroup) throws -> Channel {
+        var bootstrap = ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+        if let size = configuration.socketSendBuffer {
+            bootstrap = bootstrap.childChannelOption(.socketOption(.so_sndbuf), value: SocketOptionValue(size))
+        }
+        return try bootstrap
+            .childChannelInitializer { [self] channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: .seconds(Int64(configuration.sessionTimeout) * 2)))
+                    try channel.pipeline.syncOperations.addHandlers(makeConnectionHandlers())
+                }
+            }
+            .bind(host: configuration.host, port: configuration.port).wait()
     }
 
     /// The handlers that serve one RTSP connection (framing, then requests and media); `start`

@@ -147,6 +147,13 @@ import TestSupport
             try await buildApplication(busy, environment: Self.environment, shutdownSignals: [])
         }
         #expect(failure?.description.contains("cannot listen for RTSP on 127.0.0.1:\(busy.rtspPort)") == true, "\(String(describing: failure))")
+        // A failed start keeps nothing it opened (its UDP pair, its event loops' descriptors, the
+        // provisions' jobs): five more leave the process's descriptors where they were, where each
+        // used to leave five behind.
+        let descriptorsBefore = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count
+        for _ in 0..<5 { _ = try? await buildApplication(busy, environment: Self.environment, shutdownSignals: []) }
+        let descriptorsAfter = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count
+        #expect(descriptorsAfter - descriptorsBefore < 5, "\(descriptorsBefore) descriptors before five failed starts, \(descriptorsAfter) after")
         try await taken.close()
     }
 }
