@@ -86,18 +86,27 @@ public enum RateQuality {
         public var predictedQuality: Double
     }
 
-    /// A ladder of `count` rungs between `minimum` and `maximum` bit/s: each rate, spaced evenly in
-    /// log rate, gets the size whose curve is highest there (the hull's size at that rate; the
-    /// larger size on an exact tie). A higher rung never gets a smaller size than a lower one (a
-    /// player stepping up never loses pixels). Sorted from the top down.
+    /// A ladder of `count` rungs between `minimum` and `maximum` bit/s, spaced evenly in log rate.
+    /// Each rate is a target the encoder is asked for, and x264 does not produce it exactly:
+    /// larger sizes undershoot low targets more (asked 600 k, a 540p encode of easy content
+    /// makes 460 k). So every size is judged by the encode it would give at that target, read
+    /// off its own grid (quality and produced rate against the target, in log rate), and the one
+    /// furthest above the hull's tangent there wins: bits a size leaves unspent are credited at
+    /// the hull's local dB per log-rate, so a size wins by efficiency, not by spending less.
+    /// The larger size wins an exact tie. A higher rung never gets a smaller size than a lower
+    /// one (a player stepping up never loses pixels). Sorted from the top down.
     public static func suggestLadder(points: [RateQualityPoint], count: Int, minimum: Int, maximum: Int) -> [SuggestedRung] {
         let curves = Dictionary(grouping: points) { Size(width: $0.width, height: $0.height) }
+        let hull = convexHull(points)
         var rungs: [SuggestedRung] = []
         for rate in spacedRates(count: count, minimum: minimum, maximum: maximum) {
-            let predictions = curves.map { size, curve in
-                (size: size, quality: quality(of: curve, at: Double(rate)) ?? extrapolatedQuality(of: curve, at: Double(rate)))
+            let target = Double(rate)
+            let slope = hullSlope(hull, at: target)
+            let candidates = curves.compactMap { size, curve -> (size: Size, quality: Double, score: Double)? in
+                guard let encode = predictedEncode(of: curve, atTarget: target) else { return nil }
+                return (size, encode.quality, encode.quality - slope * log(encode.bitRate / target))
             }
-            guard let chosen = predictions.max(by: { ($0.quality, $0.size.pixels) < ($1.quality, $1.size.pixels) }) else { continue }
+            guard let chosen = candidates.max(by: { ($0.score, $0.size.pixels) < ($1.score, $1.size.pixels) }) else { continue }
             rungs.append(SuggestedRung(width: chosen.size.width, height: chosen.size.height, bitRate: rate, predictedQuality: chosen.quality))
         }
         // From the bottom up, a rung is at least as large as the one below it.
@@ -108,13 +117,33 @@ public enum RateQuality {
         return rungs.reversed()
     }
 
-    /// Outside a curve's encoded rates: below, the size is penalised (it was never tried that
-    /// low, so it must not win there by a flat guess); above, its best figure holds.
-    private static func extrapolatedQuality(of curve: [RateQualityPoint], at bitRate: Double) -> Double {
-        let sorted = curve.sorted { $0.bitRate < $1.bitRate }
-        guard let first = sorted.first, let last = sorted.last else { return -.infinity }
-        if bitRate < Double(first.bitRate) { return -.infinity }
-        return last.quality
+    /// What one size's encode at `target` bit/s would give: quality and produced rate, linear in
+    /// log target rate between its grid points. Below its lowest target, nil (it was never tried
+    /// that low, so it must not win there by a guess); above its highest, its best quality holds
+    /// and the rate grows with the target.
+    static func predictedEncode(of curve: [RateQualityPoint], atTarget target: Double) -> (quality: Double, bitRate: Double)? {
+        let sorted = curve.filter { $0.targetBitRate > 0 && $0.bitRate > 0 }.sorted { $0.targetBitRate < $1.targetBitRate }
+        guard let first = sorted.first, let last = sorted.last, target >= Double(first.targetBitRate) else { return nil }
+        if target >= Double(last.targetBitRate) {
+            return (last.quality, Double(last.bitRate) * target / Double(last.targetBitRate))
+        }
+        for (a, b) in zip(sorted, sorted.dropFirst()) where target <= Double(b.targetBitRate) {
+            guard b.targetBitRate > a.targetBitRate else { return (max(a.quality, b.quality), Double(b.bitRate)) }
+            let t = (log(target) - log(Double(a.targetBitRate))) / (log(Double(b.targetBitRate)) - log(Double(a.targetBitRate)))
+            let logRate = log(Double(a.bitRate)) + t * (log(Double(b.bitRate)) - log(Double(a.bitRate)))
+            return (a.quality + t * (b.quality - a.quality), exp(logRate))
+        }
+        return (last.quality, Double(last.bitRate))
+    }
+
+    /// The hull's slope at `bitRate` in quality per unit of log rate (the segment around it, or
+    /// the nearest at either end); 0 for a hull of one point.
+    static func hullSlope(_ hull: [RateQualityPoint], at bitRate: Double) -> Double {
+        let segments = Array(zip(hull, hull.dropFirst()))
+        guard !segments.isEmpty else { return 0 }
+        let segment = segments.first { Double($0.1.bitRate) >= bitRate } ?? segments[segments.count - 1]
+        let run = log(Double(segment.1.bitRate)) - log(Double(segment.0.bitRate))
+        return run > 0 ? max(0, (segment.1.quality - segment.0.quality) / run) : 0
     }
 
     struct Size: Hashable {

@@ -1,5 +1,5 @@
 import Foundation
-import LadderQuality
+@testable import LadderQuality
 import Testing
 
 @Suite struct RateQualityTests {
@@ -47,6 +47,28 @@ import Testing
         let equal = [Self.point(540, 500_000, 36), Self.point(540, 2_000_000, 40),
                      Self.point(720, 500_000, 36), Self.point(720, 2_000_000, 40)]
         #expect(RateQuality.suggestLadder(points: equal, count: 2, minimum: 500_000, maximum: 2_000_000).map(\.height) == [720, 720])
+    }
+
+    /// x264 undershoots low targets at large sizes: the 720p encodes asked for 600 k make 390 k.
+    /// On the produced-rate axis 720p's curve is the higher at 600 k, but the rung is a target:
+    /// 720p asked for 600 k gives (390 k, 34.6 dB), under 360p's own curve there, so 360p wins.
+    @Test func eachSizeIsJudgedByTheEncodeItGivesAtTheRungsTarget() {
+        func point(_ height: Int, target: Int, produced: Int, _ quality: Double) -> RateQualityPoint {
+            RateQualityPoint(width: height * 16 / 9, height: height, targetBitRate: target, bitRate: produced, quality: quality)
+        }
+        let points = [point(360, target: 400_000, produced: 400_000, 36), point(360, target: 600_000, produced: 600_000, 37.2),
+                      point(360, target: 800_000, produced: 800_000, 38),
+                      point(720, target: 400_000, produced: 260_000, 33), point(720, target: 600_000, produced: 390_000, 34.6),
+                      point(720, target: 800_000, produced: 620_000, 38.4)]
+        let ladder = RateQuality.suggestLadder(points: points, count: 2, minimum: 600_000, maximum: 800_000)
+        #expect(ladder.map(\.height) == [720, 360], "\(ladder)")
+        #expect(ladder.map(\.predictedQuality) == [38.4, 37.2])
+        // Read off the grid by target: halfway in log target between 400 k and 600 k.
+        let halfway = (400_000.0 * 600_000).squareRoot()
+        let encode = RateQuality.predictedEncode(of: points.filter { $0.height == 720 }, atTarget: halfway)
+        #expect(abs((encode?.quality ?? 0) - 33.8) < 1e-9)
+        #expect(abs((encode?.bitRate ?? 0) - (260_000.0 * 390_000).squareRoot()) < 1e-6)
+        #expect(RateQuality.predictedEncode(of: points.filter { $0.height == 720 }, atTarget: 300_000) == nil, "never tried that low")
     }
 
     @Test func aHigherRungNeverGetsFewerPixels() {
