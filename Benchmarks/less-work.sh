@@ -30,7 +30,7 @@ PY
 
 echo "== the ladder's scaler (top passed through; per rung: PSNR Y, SSIM dB, CPU)"
 for clip in "${clips[@]}"; do
-  for scaler in bicubic bilinear area fast-bilinear lanczos; do
+  for scaler in bicubic bicublin bilinear area fast-bilinear lanczos; do
     out=$work/less-work-scaler
     rm -rf "$out"
     "$worker" transcode --provision Fixtures/provisions/sm2-3-level.json --input "$clip" --output "$out" \

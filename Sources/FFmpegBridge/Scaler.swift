@@ -81,6 +81,8 @@ public final class Scaler {
 public enum ScalingAlgorithm: String, Sendable, CaseIterable {
     /// The ladder's scaler: swscale's default, a good balance of speed and sharpness.
     case bicubic
+    /// Bicubic luma, bilinear chroma.
+    case bicublin
     case bilinear
     /// swscale's fastest, with visibly worse quality; for measuring what speed costs.
     case fastBilinear = "fast-bilinear"
@@ -93,6 +95,7 @@ public enum ScalingAlgorithm: String, Sendable, CaseIterable {
     var swscaleFlags: Int32 {
         switch self {
         case .bicubic: SWS_BICUBIC
+        case .bicublin: SWS_BICUBLIN
         case .bilinear: SWS_BILINEAR
         case .fastBilinear: SWS_FAST_BILINEAR
         case .area: SWS_AREA
