@@ -62,15 +62,8 @@ public enum LadderReportPage {
             }
             tick *= 10
         }
-        let step = max(1, ((qHigh - qLow) / 8).rounded())
-        var value = qLow
-        while value <= qHigh {
-            svg += "<line x1=\"\(left)\" y1=\"\(format(y(value), 1))\" x2=\"\(width - right)\" y2=\"\(format(y(value), 1))\" stroke=\"#eee\"/>"
-            svg += "<text x=\"\(left - 6)\" y=\"\(format(y(value) + 4, 1))\" text-anchor=\"end\">\(format(value, 0))</text>\n"
-            value += step
-        }
-        svg += "<text x=\"\(format((left + width - right) / 2, 0))\" y=\"\(height - 8)\" text-anchor=\"middle\">video bit rate (bit/s)</text>"
-        svg += "<text transform=\"translate(16 \(format((top + height - bottom) / 2, 0))) rotate(-90)\" text-anchor=\"middle\">\(escape(label))</text>\n"
+        svg += valueAxis(from: qLow, to: qHigh, frame: (left, right, top, bottom, width, height), y: y,
+                         xTitle: "video bit rate (bit/s)", yTitle: label)
         svg += "<polyline points=\"\(polyline(RateQuality.convexHull(study.grid.map { var p = $0; p.quality = figure($0); return p })))\" fill=\"none\" stroke=\"#bbb\" stroke-width=\"7\" stroke-linejoin=\"round\"/>\n"
         for (index, size) in sizes.enumerated() {
             let color = palette[index % palette.count]
@@ -93,6 +86,24 @@ public enum LadderReportPage {
         svg += "<polygon points=\"\(width - right + 21),\(legendBase + 8) \(width - right + 27),\(legendBase + 14) \(width - right + 21),\(legendBase + 20) \(width - right + 15),\(legendBase + 14)\" fill=\"#000\"/><text x=\"\(width - right + 38)\" y=\"\(legendBase + 18)\">suggested</text>\n"
         svg += "<line x1=\"\(width - right + 12)\" y1=\"\(legendBase + 32)\" x2=\"\(width - right + 32)\" y2=\"\(legendBase + 32)\" stroke=\"#bbb\" stroke-width=\"7\"/><text x=\"\(width - right + 38)\" y=\"\(legendBase + 36)\">convex hull</text>\n"
         return svg + "</svg>\n"
+    }
+
+    /// A chart's quality axis: grid lines and labels at whole steps from `low` to `high` (about
+    /// eight), and both axis titles.
+    static func valueAxis(from low: Double, to high: Double,
+                          frame: (left: Double, right: Double, top: Double, bottom: Double, width: Double, height: Double),
+                          y: (Double) -> Double, xTitle: String, yTitle: String) -> String {
+        var svg = ""
+        let step = max(1, ((high - low) / 8).rounded())
+        var value = low
+        while value <= high {
+            svg += "<line x1=\"\(frame.left)\" y1=\"\(format(y(value), 1))\" x2=\"\(frame.width - frame.right)\" y2=\"\(format(y(value), 1))\" stroke=\"#eee\"/>"
+            svg += "<text x=\"\(frame.left - 6)\" y=\"\(format(y(value) + 4, 1))\" text-anchor=\"end\">\(format(value, 0))</text>\n"
+            value += step
+        }
+        svg += "<text x=\"\(format((frame.left + frame.width - frame.right) / 2, 0))\" y=\"\(frame.height - 8)\" text-anchor=\"middle\">\(escape(xTitle))</text>"
+        svg += "<text transform=\"translate(16 \(format((frame.top + frame.height - frame.bottom) / 2, 0))) rotate(-90)\" text-anchor=\"middle\">\(escape(yTitle))</text>\n"
+        return svg
     }
 
     private static func table(title: String, _ points: [RateQualityPoint]) -> String {

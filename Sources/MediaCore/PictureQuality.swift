@@ -155,25 +155,43 @@ public struct QualityAccumulator: Sendable, Equatable {
 
     public init() {}
 
-    /// Adds one picture's planes (Y, U, V), each measured against the same plane of the reference.
-    public mutating func add(picture: [PlaneView], reference: [PlaneView]) {
+    /// One picture's own figures, as `add` measured them.
+    public struct PictureFigures: Sendable, Equatable {
+        public var psnrY: Double
+        /// Pixel-weighted over the three planes (FFmpeg's `average`).
+        public var psnrYUV: Double
+        public var ssimY: Double
+        public var ssimAll: Double
+    }
+
+    /// Adds one picture's planes (Y, U, V), each measured against the same plane of the reference;
+    /// returns that picture's own figures (for a timeline).
+    @discardableResult
+    public mutating func add(picture: [PlaneView], reference: [PlaneView]) -> PictureFigures {
         precondition(picture.count == 3 && reference.count == 3, "three planes each")
         let pixels = picture.map { Double($0.width * $0.height) }
         let totalPixels = pixels.reduce(0, +)
         var weightedMSE = 0.0
         var ssimAll = 0.0
+        var lumaMSE = 0.0, ssimY = 0.0
         for plane in 0..<3 {
             let mse = Double(PictureQuality.squaredError(picture[plane], reference[plane])) / max(1, pixels[plane])
             meanSquaredErrorSums[plane] += mse
             weightedMSE += mse * pixels[plane] / totalPixels
             let ssim = PictureQuality.ssim(picture[plane], reference[plane])
-            if plane == 0 { ssimYSum += ssim }
+            if plane == 0 {
+                ssimYSum += ssim
+                lumaMSE = mse
+                ssimY = ssim
+            }
             ssimAll += ssim * pixels[plane] / totalPixels
         }
         weightedMeanSquaredErrorSum += weightedMSE
         ssimAllSum += ssimAll
-        worstPSNR = min(worstPSNR, PictureQuality.psnr(meanSquaredError: weightedMSE))
+        let psnrYUV = PictureQuality.psnr(meanSquaredError: weightedMSE)
+        worstPSNR = min(worstPSNR, psnrYUV)
         pictures += 1
+        return PictureFigures(psnrY: PictureQuality.psnr(meanSquaredError: lumaMSE), psnrYUV: psnrYUV, ssimY: ssimY, ssimAll: ssimAll)
     }
 
     public var summary: QualitySummary? {

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import FFmpegBridge
+import LadderQuality
 import Logging
 import MediaCore
 import Synchronization
@@ -228,6 +229,15 @@ public final class LadderJob {
             },
             variants: variantReports)
         try JSONOutput.write(report, to: directory.staging.appendingPathComponent("report.json"), durable: true)
+        if let interval = options.qualitySampleInterval {
+            let timelines = pipelines.filter { !$0.isPassthrough }.map { pipeline in
+                QualityTimeline(level: pipeline.variant.level, width: pipeline.variant.width, height: pipeline.variant.height,
+                                bitRate: pipeline.variant.bitRate, samples: pipeline.statistics.qualitySamples)
+            }
+            try ReplacingFile.write(QualityTimeline.csv(timelines), to: directory.staging.appendingPathComponent("quality.csv"), durable: true)
+            try ReplacingFile.write(QualityTimelinePage.render(input: input, sampleInterval: interval, timelines),
+                                    to: directory.staging.appendingPathComponent("quality.html"), durable: true)
+        }
         return report
     }
 }

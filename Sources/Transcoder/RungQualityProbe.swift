@@ -1,5 +1,6 @@
 import FFmpegBridge
 import Foundation
+import LadderQuality
 import MediaCore
 
 /// Measures one encoded rung against its source as a viewer of that rung sees it: the rung's
@@ -35,6 +36,8 @@ final class RungQualityProbe {
     /// hands back the picture with that time.
     private var references: [Int64: Frame] = [:]
     private(set) var accumulator = QualityAccumulator()
+    /// Every measured picture's figures in time (up to `QualityTimeline.maximumSamples`).
+    private(set) var samples: [QualityTimeline.Sample] = []
     /// CPU time the probe spent on its thread: what the measurement costs.
     private(set) var cpuSeconds = 0.0
 
@@ -102,10 +105,14 @@ final class RungQualityProbe {
     private func measureDecoded(_ decoder: VideoDecoder) throws(FFmpegError) {
         while case let .frame(picture) = try decoder.receive(into: decoded) {
             guard let reference = references.removeValue(forKey: picture.pts) else { continue }
-            _ = picture.withYUV420Planes { planes in
+            let figures = picture.withYUV420Planes { planes in
                 reference.withYUV420Planes { referencePlanes in
                     accumulator.add(picture: planes, reference: referencePlanes)
                 }
+            } ?? nil
+            if let figures, samples.count < QualityTimeline.maximumSamples {
+                samples.append(QualityTimeline.Sample(seconds: Double(picture.pts) * timeBase.doubleValue, psnrY: figures.psnrY,
+                                                      psnrYUV: figures.psnrYUV, ssimY: figures.ssimY, ssimAll: figures.ssimAll))
             }
         }
     }

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import FFmpegBridge
+import LadderQuality
 import MediaCore
 import Synchronization
 
@@ -60,6 +61,8 @@ final class VariantPipeline: @unchecked Sendable {
         var quality: QualitySummary?
         /// The part of `cpuSeconds` the quality measurement took.
         var qualityCPUSeconds = 0.0
+        /// Every measured picture, set when the rung finishes.
+        var qualitySamples: [QualityTimeline.Sample] = []
     }
 
     let variant: Variant
@@ -273,10 +276,12 @@ final class VariantPipeline: @unchecked Sendable {
                 let framesOut = output.frames
                 let quality = qualityProbe?.accumulator.summary
                 let qualityCPU = qualityProbe?.cpuSeconds ?? 0
+                let qualitySamples = qualityProbe?.samples ?? []
                 let cpu = CPUClock.thread() - cpuStarted
                 state.withLock {
                     $0.framesOut = framesOut
                     $0.quality = quality
+                    $0.qualitySamples = qualitySamples
                     $0.qualityCPUSeconds = qualityCPU
                     $0.cpuSeconds += cpu
                 }

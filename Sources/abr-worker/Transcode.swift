@@ -98,6 +98,7 @@ struct Transcode: ParsableCommand {
                 }).render())
             print(String(format: "quality: against the source scaled by %@, every %d picture(s); the measurement cost %.0f %% of the rest of the run's CPU (%.2f s in all)",
                          method.reference, method.sampleInterval, method.costShare * 100, report.cpuSeconds))
+            print("quality over time: \(output)/quality.html   every measured picture: \(output)/quality.csv")
         }
         print("HLS: \(output)/hls/\(HLSLayout.masterPlaylist)   hints: \(output)/\(HLSLayout.hintsFile)   report: \(output)/report.json")
     }

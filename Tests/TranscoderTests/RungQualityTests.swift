@@ -16,13 +16,17 @@ import Transcoder
 
     struct FFmpegFigures {
         var psnrY = 0.0, psnrAverage = 0.0, psnrMin = 0.0, ssimAll = 0.0
+        /// `psnr_y` of every picture, in order (the filter's stats file).
+        var psnrYPerPicture: [Double] = []
     }
 
     /// Runs FFmpeg's filters on `rung` against `source` scaled to the rung's size with Lanczos.
     static func ffmpegFigures(rung: String, source: String, width: Int, height: Int) throws -> FFmpegFigures {
         var figures = FFmpegFigures()
+        let statsFile = rung + ".psnr.log"
         for filter in ["psnr", "ssim"] {
-            let graph = "[0:v]setpts=PTS-STARTPTS[d];[1:v]scale=\(width):\(height):flags=lanczos,setpts=PTS-STARTPTS[r];[d][r]\(filter)"
+            let options = filter == "psnr" ? "=stats_file=\(statsFile)" : ""
+            let graph = "[0:v]setpts=PTS-STARTPTS[d];[1:v]scale=\(width):\(height):flags=lanczos,setpts=PTS-STARTPTS[r];[d][r]\(filter)\(options)"
             let run = try runProcess("ffmpeg", ["-hide_banner", "-nostdin", "-i", rung, "-i", source, "-lavfi", graph, "-f", "null", "-"])
             try #require(run.status == 0, "ffmpeg \(filter): \(run.stderr)")
             // The summary is the filter's last line (it may warn about time bases first).
@@ -37,6 +41,11 @@ import Transcoder
                 figures.psnrY = value("y:")
                 figures.psnrAverage = value("average:")
                 figures.psnrMin = value("min:")
+                // "n:1 mse_avg:3.79 mse_y:3.92 mse_u:3.60 mse_v:3.45 psnr_avg:42.34 psnr_y:42.20 ..."
+                figures.psnrYPerPicture = try String(contentsOfFile: statsFile, encoding: .utf8).split(separator: "\n").map { line in
+                    let field = line.split(separator: " ").first { $0.hasPrefix("psnr_y:") } ?? "psnr_y:nan"
+                    return Double(field.dropFirst("psnr_y:".count)) ?? .nan
+                }
             } else {
                 figures.ssimAll = value("All:")
             }
@@ -59,6 +68,7 @@ import Transcoder
                                    options: TranscodeOptions(topMode: .encode, qualitySampleInterval: 1)).run()
         #expect(report.quality?.sampleInterval == 1)
         #expect(report.cpuSeconds > 0)
+        var ffmpegByLevel: [Int: FFmpegFigures] = [:]
         for variant in report.variants {
             let quality = try #require(variant.quality, "level \(variant.abrLevel) was not measured")
             #expect(quality.pictures == variant.frames)
@@ -68,6 +78,7 @@ import Transcoder
             #expect(abs(variant.bitRateDeviation - expectedDeviation) < 0.001)
             let rung = output.appendingPathComponent("quality_\(variant.abrLevel).mp4").path
             let ffmpeg = try Self.ffmpegFigures(rung: rung, source: source, width: variant.width, height: variant.height)
+            ffmpegByLevel[variant.abrLevel] = ffmpeg
             #expect(abs(quality.psnrY - ffmpeg.psnrY) < 0.01, "level \(variant.abrLevel): PSNR Y \(quality.psnrY), ffmpeg \(ffmpeg.psnrY)")
             #expect(abs(quality.psnrYUV - ffmpeg.psnrAverage) < 0.01, "level \(variant.abrLevel): PSNR YUV \(quality.psnrYUV), ffmpeg \(ffmpeg.psnrAverage)")
             #expect(abs(quality.psnrWorst - ffmpeg.psnrMin) < 0.01, "level \(variant.abrLevel): worst \(quality.psnrWorst), ffmpeg \(ffmpeg.psnrMin)")
@@ -75,6 +86,26 @@ import Transcoder
         }
         let written = try JSONDecoder().decode(TranscodeReport.self, from: Data(contentsOf: output.appendingPathComponent("report.json")))
         #expect(written.variants.map(\.quality) == report.variants.map(\.quality))
+
+        // quality.csv: every measured picture, and each picture's PSNR Y is FFmpeg's for that picture.
+        let rows = try String(contentsOf: output.appendingPathComponent("quality.csv"), encoding: .utf8).split(separator: "\n")
+        #expect(rows.first == "level,width,height,seconds,psnr_y,psnr_yuv,ssim_y,ssim_all")
+        let fields = rows.dropFirst().map { $0.split(separator: ",").map(String.init) }
+        for variant in report.variants {
+            let pictures = fields.filter { $0[0] == "\(variant.abrLevel)" }
+            #expect(pictures.count == variant.quality?.pictures)
+            let seconds = pictures.compactMap { Double($0[3]) }
+            #expect(zip(seconds, seconds.dropFirst()).allSatisfy { $0 < $1 }, "level \(variant.abrLevel): pictures in time order")
+            let meanSSIM = pictures.compactMap { Double($0[7]) }.reduce(0, +) / Double(max(1, pictures.count))
+            #expect(abs(meanSSIM - (variant.quality?.ssimAll ?? 0)) < 0.00001, "level \(variant.abrLevel): mean of the pictures' SSIM")
+            let ffmpeg = try #require(ffmpegByLevel[variant.abrLevel])
+            #expect(ffmpeg.psnrYPerPicture.count == pictures.count)
+            let differences = zip(pictures.compactMap { Double($0[4]) }, ffmpeg.psnrYPerPicture).map { abs($0 - $1) }
+            #expect((differences.max() ?? 1) < 0.01, "level \(variant.abrLevel): largest per-picture PSNR Y difference \(differences.max() ?? -1)")
+        }
+        let page = try String(contentsOf: output.appendingPathComponent("quality.html"), encoding: .utf8)
+        #expect(page.contains("<svg") && !page.contains("<script"))
+        #expect(page.components(separatedBy: "<path d=").count - 1 == 2 * 2 * report.variants.count, "two charts, two lines per rung")
     }
 
     @Test func samplingMeasuresOnePictureInNAndAPassedThroughTopIsNotMeasured() throws {
