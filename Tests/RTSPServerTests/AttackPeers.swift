@@ -16,7 +16,11 @@ final class UDPPeer {
     init() throws {
         for _ in 0..<100 {
             let port = UInt16.random(in: 20000...60000) & ~1
-            guard let rtp = Self.bind(port), let rtcp = Self.bind(port + 1) else { continue }
+            guard let rtp = Self.bind(port) else { continue }
+            guard let rtcp = Self.bind(port + 1) else {
+                close(rtp)
+                continue
+            }
             rtpSocket = rtp
             rtcpSocket = rtcp
             rtpPort = port
