@@ -24,6 +24,21 @@ public final class HTTPConnectionLimiter: Sendable {
     public let limits: Limits
     let quota: ConnectionQuota
     let logger = Logger(label: "abr.http")
+    /// When a refusal was last logged: at most one line a second, so a flood of connections
+    /// cannot become a flood of log lines.
+    private let lastRefusalLogged = Mutex<ContinuousClock.Instant?>(nil)
+
+    func logRefusal(from address: String) {
+        let now = ContinuousClock.now
+        let due = lastRefusalLogged.withLock { last in
+            guard last.map({ now - $0 >= .seconds(1) }) ?? true else { return false }
+            last = now
+            return true
+        }
+        guard due else { return }
+        logger.warning("connection refused: too many connections", metadata: [
+            "http.address": "\(address)", "http.connections": "\(quota.open)", "http.refused": "\(quota.refused)"])
+    }
 
     public init(limits: Limits) {
         self.limits = limits
@@ -63,8 +78,7 @@ final class HTTPConnectionGuard: ChannelInboundHandler, RemovableChannelHandler 
         guard admittedAddress == nil else { return }
         let address = context.channel.remoteAddress?.ipAddress ?? "?"
         guard limiter.quota.admit(address) else {
-            limiter.logger.warning("connection refused: too many connections", metadata: [
-                "http.address": "\(address)", "http.connections": "\(limiter.quota.open)"])
+            limiter.logRefusal(from: address)
             context.close(promise: nil)
             return
         }
