@@ -207,8 +207,18 @@ public final class LadderExplorer {
             ssimDecibels: summary?.ssimAllDecibels ?? 0)
     }
 
-    /// Picture heights a grid tries by default: the usual ladder sizes at or below the source's.
-    public static let commonHeights = [2160, 1440, 1080, 720, 540, 432, 360, 288, 234, 180, 144]
+    /// The usual ladder sizes by their short side ("720p"), the sides a grid tries by default.
+    public static let commonShortSides = [2160, 1440, 1080, 720, 540, 432, 360, 288, 234, 180, 144]
+
+    public struct Size: Sendable, Hashable {
+        public var width: Int
+        public var height: Int
+
+        public init(width: Int, height: Int) {
+            self.width = width
+            self.height = height
+        }
+    }
 
     /// The width of a picture `height` tall with the source's shape, even (4:2:0 needs it).
     public func width(forHeight height: Int) -> Int {
@@ -216,13 +226,34 @@ public final class LadderExplorer {
         return max(2, Int((Double(height) * Double(sourceWidth) / Double(sourceHeight) / 2).rounded()) * 2)
     }
 
+    /// The height of a picture `width` wide with the source's shape, even.
+    public func height(forWidth width: Int) -> Int {
+        guard sourceWidth > 0 else { return width * 16 / 9 }
+        return max(2, Int((Double(width) * Double(sourceHeight) / Double(sourceWidth) / 2).rounded()) * 2)
+    }
+
+    /// The sizes a grid tries by default, largest first: the usual ladder sizes up to the
+    /// source's, named by the short side as ladders are (a portrait 720x1280 source gets
+    /// 720x1280, 540x960, …, not 406x720), and the source's own size, whatever it is (a 640x480
+    /// source is tried at 640x480: at high rates the native size is the one to beat).
+    public func defaultSizes() -> [Size] {
+        let portrait = sourceHeight > sourceWidth
+        let shortSide = min(sourceWidth, sourceHeight)
+        var sizes = Self.commonShortSides.filter { $0 <= shortSide }.map { side in
+            portrait ? Size(width: side, height: height(forWidth: side)) : Size(width: width(forHeight: side), height: side)
+        }
+        let native = Size(width: sourceWidth / 2 * 2, height: sourceHeight / 2 * 2)
+        if native.width >= 2, native.height >= 2, !sizes.contains(native) { sizes.append(native) }
+        return sizes.sorted { $0.width * $0.height > $1.width * $1.height }
+    }
+
     /// The grid: each size at rates spaced evenly in log rate over the range, without the points
     /// no ladder would use (under 0.01 or over 0.4 bits per pixel: a large size starved, or a
     /// small one given more than it can spend).
-    public func grid(heights: [Int], minimumBitRate: Int, maximumBitRate: Int, ratesPerSize: Int) -> [Point] {
+    public func grid(sizes: [Size], minimumBitRate: Int, maximumBitRate: Int, ratesPerSize: Int) -> [Point] {
         let rates = RateQuality.spacedRates(count: ratesPerSize, minimum: minimumBitRate, maximum: maximumBitRate)
-        return heights.flatMap { height -> [Point] in
-            let width = width(forHeight: height)
+        return sizes.flatMap { size -> [Point] in
+            let width = size.width, height = size.height
             let pixelsPerSecond = Double(width * height) * frameRate
             let usable = rates.filter { Double($0) >= 0.01 * pixelsPerSecond && Double($0) <= 0.4 * pixelsPerSecond }
             // Every size keeps at least two points, so it has a curve.

@@ -34,7 +34,7 @@ struct LadderCommand: ParsableCommand {
     @Option(help: "Top rung's bit rate, bit/s (default: the provision's top, else 3000000).")
     var maxBitrate: Int?
 
-    @Option(help: "Picture heights to try, comma-separated (default: the usual ladder heights up to the source's).")
+    @Option(help: "Picture heights to try, comma-separated (default: the usual ladder sizes up to the source's, by the short side, and the source's own size).")
     var heights: String?
 
     @Option(help: "Rates tried per size, spaced evenly in log rate over the range (widened by a third each way).")
@@ -109,12 +109,10 @@ struct LadderCommand: ParsableCommand {
                                                                    qualitySampleInterval: qualityEvery))
         let cpuStarted = CPUClock.process()
         try explorer.loadWindows()
-        let heights = try parsedHeights() ?? LadderExplorer.commonHeights.filter { $0 <= explorer.sourceHeight }
-        guard !heights.isEmpty else {
-            throw ValidationError("the source is \(explorer.sourceHeight) pixels tall: no ladder height fits; give --heights")
-        }
+        let sizes = try parsedHeights().map { heights in heights.map { LadderExplorer.Size(width: explorer.width(forHeight: $0), height: $0) } }
+            ?? explorer.defaultSizes()
         // The grid reaches a third past the range each way, so the hull is known at its ends.
-        let grid = explorer.grid(heights: heights, minimumBitRate: minimum * 3 / 4, maximumBitRate: maximum * 4 / 3, ratesPerSize: ratesPerSize)
+        let grid = explorer.grid(sizes: sizes, minimumBitRate: minimum * 3 / 4, maximumBitRate: maximum * 4 / 3, ratesPerSize: ratesPerSize)
         let (label, figure) = Self.metrics[metric]!
         // Every point's `quality` is the chosen figure: the hull, the suggestion and the BD-rate follow it.
         func byMetric(_ points: [RateQualityPoint]) -> [RateQualityPoint] { points.map { var p = $0; p.quality = figure($0); return p } }

@@ -3,10 +3,31 @@ import LadderQuality
 import MediaCore
 import TestSupport
 import Testing
+import Transcoder
 
 /// `abr-worker ladder` end to end on a small clip it has not seen: real encodes, real measurements,
 /// files an operator can post and open.
 @Suite(.serialized) struct LadderCommandTests {
+    /// Ladders are named by the short side, and the source's own size is always tried: a portrait
+    /// phone video gets 360x640 and 288x512, not 202x360; a 4:3 source is tried at its own 320x240.
+    @Test func defaultSizesFollowTheShortSideAndKeepTheSourcesOwnSize() throws {
+        let work = temporaryDirectory("ladder-sizes")
+        defer { try? FileManager.default.removeItem(at: work) }
+        func sizes(_ width: Int, _ height: Int) throws -> [String] {
+            let source = work.appendingPathComponent("\(width)x\(height).mp4").path
+            try makeSource(source, ["-f", "lavfi", "-i", "testsrc2=size=\(width)x\(height):rate=25:duration=1",
+                                    "-c:v", "libx264", "-preset", "ultrafast"])
+            let explorer = LadderExplorer(input: source, options: .init(windows: 1, windowSeconds: 0.5))
+            try explorer.loadWindows()
+            return explorer.defaultSizes().map { "\($0.width)x\($0.height)" }
+        }
+        #expect(try sizes(360, 640) == ["360x640", "288x512", "234x416", "180x320", "144x256"])
+        #expect(try sizes(320, 240) == ["320x240", "312x234", "240x180", "192x144"])
+        #expect(try sizes(640, 360) == ["640x360", "512x288", "416x234", "320x180", "256x144"])
+        // Smaller than any usual size: the source's own is still there to encode.
+        #expect(try sizes(128, 96) == ["128x96"])
+    }
+
     @Test func ladderWritesAStudyAProvisionAndAPageFromRealEncodes() throws {
         let work = temporaryDirectory("ladder")
         defer { try? FileManager.default.removeItem(at: work) }
