@@ -41,8 +41,8 @@ let package = Package(
         ),
         .target(name: "MediaCore", dependencies: [.product(name: "DequeModule", package: "swift-collections")]),
         // Rate–quality analysis of ladders, pure Swift: convex hull, BD-rate, a suggested ladder,
-        // and the HTML/SVG report `abr-worker ladder` writes.
-        .target(name: "LadderQuality"),
+        // the HTML/SVG report `abr-worker ladder` writes, and the quality timeline `transcode --quality` writes.
+        .target(name: "LadderQuality", dependencies: ["MediaCore"]),
         // glibc allocator tuning (malloc.h) for the long-running node.
         .target(name: "CAllocator"),
         // RTSP/SDP/RTP as pure codecs and state machines: NIOCore's ByteBuffer, no sockets.

@@ -6,14 +6,7 @@ import Foundation
 public enum LadderReportPage {
     public static func render(_ study: LadderStudy) -> String {
         let sizes = Dictionary(grouping: study.grid, by: \.size).sorted { pixels($0.key) > pixels($1.key) }
-        var html = """
-        <!doctype html>
-        <html lang="en"><head><meta charset="utf-8"><title>Ladder study: \(escape(study.input))</title>
-        <style>
-        body { font: 14px/1.4 system-ui, sans-serif; margin: 2em; color: #222; max-width: 1100px; }
-        table { border-collapse: collapse; margin: 1em 0; } td, th { padding: 2px 10px; border-bottom: 1px solid #ddd; text-align: right; }
-        th { background: #f4f4f4; } .note { color: #666; } svg text { font: 12px system-ui, sans-serif; }
-        </style></head><body>
+        var html = pageHead(title: "Ladder study: \(study.input)") + """
         <h1>Ladder study</h1>
         <p>Source <code>\(escape(study.input))</code>, \(study.sourceWidth)x\(study.sourceHeight); \(study.windows) window(s), \(format(study.windowSeconds, 1)) s encoded per point with x264 <code>\(escape(study.preset))</code>.
         Quality: \(escape(study.measurement)).</p>
@@ -31,6 +24,20 @@ public enum LadderReportPage {
         html += table(title: "Every encode", study.grid.sorted { (pixels($0.size), $0.targetBitRate) > (pixels($1.size), $1.targetBitRate) })
         html += "<p class=\"note\">VMAF is not in Debian 12's FFmpeg; PSNR and SSIM are measured with FFmpeg's definitions. CPU for the whole study: \(format(study.cpuSeconds, 1)) s.</p>\n</body></html>\n"
         return html
+    }
+
+    /// The start of a self-contained report page, up to `<body>`: the style both reports share.
+    static func pageHead(title: String) -> String {
+        """
+        <!doctype html>
+        <html lang="en"><head><meta charset="utf-8"><title>\(escape(title))</title>
+        <style>
+        body { font: 14px/1.4 system-ui, sans-serif; margin: 2em; color: #222; max-width: 1100px; }
+        table { border-collapse: collapse; margin: 1em 0; } td, th { padding: 2px 10px; border-bottom: 1px solid #ddd; text-align: right; }
+        th { background: #f4f4f4; } .note { color: #666; } svg text { font: 12px system-ui, sans-serif; }
+        </style></head><body>
+
+        """
     }
 
     static let palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"]

@@ -1,4 +1,5 @@
 import Foundation
+import MediaCore
 
 /// One rung's measured pictures in time: what `transcode --quality` writes to `quality.csv` and
 /// plots in `quality.html`, so a dip (a scene cut, a keyframe starved by the VBV, a fade) shows
@@ -21,7 +22,7 @@ public struct QualityTimeline: Sendable, Equatable {
         }
 
         /// SSIM All in decibels, −10·log10(1 − SSIM), as FFmpeg prints it.
-        public var ssimDecibels: Double { ssimAll < 1 ? min(100, -10 * log10(1 - ssimAll)) : 100 }
+        public var ssimDecibels: Double { PictureQuality.decibels(ssim: ssimAll) }
     }
 
     public var level: Int
@@ -86,14 +87,7 @@ public enum QualityTimelinePage {
 
     public static func render(input: String, sampleInterval: Int, _ timelines: [QualityTimeline]) -> String {
         let measured = timelines.filter { !$0.samples.isEmpty }
-        var html = """
-        <!doctype html>
-        <html lang="en"><head><meta charset="utf-8"><title>Quality over time: \(LadderReportPage.escape(input))</title>
-        <style>
-        body { font: 14px/1.4 system-ui, sans-serif; margin: 2em; color: #222; max-width: 1100px; }
-        table { border-collapse: collapse; margin: 1em 0; } td, th { padding: 2px 10px; border-bottom: 1px solid #ddd; text-align: right; }
-        th { background: #f4f4f4; } .note { color: #666; } svg text { font: 12px system-ui, sans-serif; }
-        </style></head><body>
+        var html = LadderReportPage.pageHead(title: "Quality over time: \(input)") + """
         <h1>Quality over time</h1>
         <p>Source <code>\(LadderReportPage.escape(input))</code>. Each encoded rung decoded again and compared with the source scaled to its size with Lanczos; one picture in \(sampleInterval) measured.</p>
 

@@ -56,20 +56,6 @@ public enum RateQuality {
         return hull
     }
 
-    /// Quality of one resolution's curve at `bitRate`, linear in log rate between its points;
-    /// nil outside the rates it was encoded at.
-    public static func quality(of curve: [RateQualityPoint], at bitRate: Double) -> Double? {
-        let sorted = curve.sorted { $0.bitRate < $1.bitRate }
-        guard let first = sorted.first, let last = sorted.last,
-              bitRate >= Double(first.bitRate), bitRate <= Double(last.bitRate) else { return nil }
-        for (a, b) in zip(sorted, sorted.dropFirst()) where bitRate <= Double(b.bitRate) {
-            guard b.bitRate > a.bitRate else { return max(a.quality, b.quality) }
-            let t = (log(bitRate) - log(Double(a.bitRate))) / (log(Double(b.bitRate)) - log(Double(a.bitRate)))
-            return a.quality + t * (b.quality - a.quality)
-        }
-        return last.quality
-    }
-
     /// `count` rates from `minimum` to `maximum`, evenly spaced in log rate: each rung the same
     /// ratio above the next, so every switch is the same relative step for a player.
     public static func spacedRates(count: Int, minimum: Int, maximum: Int) -> [Int] {
