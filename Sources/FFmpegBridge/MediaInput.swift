@@ -32,6 +32,9 @@ public struct StreamInfo: Sendable {
     public var timeBase: Rational
     public var width: Int
     public var height: Int
+    /// The shape of one stored pixel (4/3 for 1440x1080 shown as 1920x1080), 1/1 when square
+    /// or when neither the container nor the bitstream says.
+    public var sampleAspectRatio: Rational
     /// Average frame rate as the container reports it (0/0 when unknown).
     public var frameRate: Rational
     /// Bit rate declared by the container or measured by probing, 0 when unknown.
@@ -40,14 +43,15 @@ public struct StreamInfo: Sendable {
     public var frameCount: Int
     public var parameters: CodecParameters
 
-    public init(index: Int, kind: Kind, codecName: String, timeBase: Rational, width: Int, height: Int, frameRate: Rational,
-                bitRate: Int, frameCount: Int, parameters: CodecParameters) {
+    public init(index: Int, kind: Kind, codecName: String, timeBase: Rational, width: Int, height: Int,
+                sampleAspectRatio: Rational = Rational(1, 1), frameRate: Rational, bitRate: Int, frameCount: Int, parameters: CodecParameters) {
         self.index = index
         self.kind = kind
         self.codecName = codecName
         self.timeBase = timeBase
         self.width = width
         self.height = height
+        self.sampleAspectRatio = sampleAspectRatio.isValid ? sampleAspectRatio : Rational(1, 1)
         self.frameRate = frameRate
         self.bitRate = bitRate
         self.frameCount = frameCount
@@ -155,12 +159,15 @@ public final class MediaInput: PacketReader {
             }
             var frameRate = Rational(stream.pointee.avg_frame_rate)
             if !frameRate.isValid { frameRate = Rational(stream.pointee.r_frame_rate) }
+            // The container's pixel shape wins over the bitstream's (ffmpeg's own rule).
+            var pixelShape = Rational(stream.pointee.sample_aspect_ratio)
+            if !pixelShape.isValid { pixelShape = Rational(par.pointee.sample_aspect_ratio) }
             streams.append(StreamInfo(
                 index: i, kind: kind,
                 codecName: String(cString: avcodec_get_name(par.pointee.codec_id)),
                 timeBase: Rational(stream.pointee.time_base),
                 width: Int(par.pointee.width), height: Int(par.pointee.height),
-                frameRate: frameRate,
+                sampleAspectRatio: pixelShape, frameRate: frameRate,
                 bitRate: Int(par.pointee.bit_rate),
                 frameCount: Int(stream.pointee.nb_frames),
                 parameters: try CodecParameters(copying: par)))

@@ -8,7 +8,7 @@ public enum LadderReportPage {
         let sizes = Dictionary(grouping: study.grid, by: \.size).sorted { pixels($0.key) > pixels($1.key) }
         var html = pageHead(title: "Ladder study: \(study.input)") + """
         <h1>Ladder study</h1>
-        <p>Source <code>\(escape(study.input))</code>, \(study.sourceWidth)x\(study.sourceHeight); \(study.windows) window(s), \(format(study.windowSeconds, 1)) s encoded per point with x264 <code>\(escape(study.preset))</code>.
+        <p>Source <code>\(escape(study.input))</code>, \(study.sourceWidth)x\(study.sourceHeight)\(study.sourcePixelShape.map { " with \($0) pixels, shown as \(study.sourceDisplayWidth ?? study.sourceWidth)x\(study.sourceHeight)" } ?? ""); \(study.windows) window(s), \(format(study.windowSeconds, 1)) s encoded per point with x264 <code>\(escape(study.preset))</code>.
         Quality: \(escape(study.measurement)).</p>
 
         """

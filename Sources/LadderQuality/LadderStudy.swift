@@ -5,6 +5,10 @@ public struct LadderStudy: Sendable, Codable {
     public var input: String
     public var sourceWidth: Int
     public var sourceHeight: Int
+    /// An anamorphic source's pixel shape ("4:3") and its width as shown; nil for square pixels.
+    /// Sizes are then chosen by the shown shape: every rung has square pixels.
+    public var sourcePixelShape: String?
+    public var sourceDisplayWidth: Int?
     /// Seconds of source encoded at each point, from how many windows.
     public var windowSeconds: Double
     public var windows: Int
@@ -37,12 +41,14 @@ public struct LadderStudy: Sendable, Codable {
         }
     }
 
-    public init(input: String, sourceWidth: Int, sourceHeight: Int, windowSeconds: Double, windows: Int, preset: String,
-                metric: String, measurement: String, grid: [RateQualityPoint], provisioned: [RateQualityPoint],
+    public init(input: String, sourceWidth: Int, sourceHeight: Int, sourcePixelShape: String? = nil, sourceDisplayWidth: Int? = nil,
+                windowSeconds: Double, windows: Int, preset: String, metric: String, measurement: String, grid: [RateQualityPoint], provisioned: [RateQualityPoint],
                 suggested: [RateQualityPoint], cpuSeconds: Double) {
         self.input = input
         self.sourceWidth = sourceWidth
         self.sourceHeight = sourceHeight
+        self.sourcePixelShape = sourcePixelShape
+        self.sourceDisplayWidth = sourceDisplayWidth
         self.windowSeconds = windowSeconds
         self.windows = windows
         self.preset = preset

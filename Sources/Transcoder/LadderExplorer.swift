@@ -46,6 +46,15 @@ public final class LadderExplorer {
     public let options: Options
     public private(set) var sourceWidth = 0
     public private(set) var sourceHeight = 0
+    /// The shape of the source's stored pixels. Rungs are encoded with square pixels, so a size
+    /// takes the shape the source is shown in: a 1440x1080 source with 4:3 pixels is a 16:9
+    /// picture, whose 720p rung is 1280x720, not 960x720.
+    public private(set) var sourceSampleAspect = Rational(1, 1)
+    public var isAnamorphic: Bool { sourceSampleAspect.numerator != sourceSampleAspect.denominator }
+    /// The source's width as shown (its stored width stretched by the pixel shape).
+    public var sourceDisplayWidth: Int {
+        Int((Double(sourceWidth) * sourceSampleAspect.doubleValue).rounded())
+    }
     public private(set) var frameRate = 30.0
     /// The windows' pictures, 8-bit 4:2:0 at the source's size: the encodes' input and reference.
     private var windows: [[Frame]] = []
@@ -71,6 +80,7 @@ public final class LadderExplorer {
         }
         sourceWidth = video.width
         sourceHeight = video.height
+        sourceSampleAspect = video.sampleAspectRatio
         frameRate = LadderJob.plausibleFrameRate(video.frameRate)
         let framesPerWindow = max(1, Int((options.windowSeconds * frameRate).rounded()))
         // Window starts in pictures, spread over the source (its length from the container, or
@@ -220,29 +230,33 @@ public final class LadderExplorer {
         }
     }
 
-    /// The width of a picture `height` tall with the source's shape, even (4:2:0 needs it).
+    /// The width of a square-pixel picture `height` tall with the source's shown shape, even
+    /// (4:2:0 needs it).
     public func width(forHeight height: Int) -> Int {
         guard sourceHeight > 0 else { return height * 16 / 9 }
-        return max(2, Int((Double(height) * Double(sourceWidth) / Double(sourceHeight) / 2).rounded()) * 2)
+        return max(2, Int((Double(height) * Double(sourceDisplayWidth) / Double(sourceHeight) / 2).rounded()) * 2)
     }
 
-    /// The height of a picture `width` wide with the source's shape, even.
+    /// The height of a square-pixel picture `width` wide with the source's shown shape, even.
     public func height(forWidth width: Int) -> Int {
-        guard sourceWidth > 0 else { return width * 16 / 9 }
-        return max(2, Int((Double(width) * Double(sourceHeight) / Double(sourceWidth) / 2).rounded()) * 2)
+        guard sourceDisplayWidth > 0 else { return width * 9 / 16 }
+        return max(2, Int((Double(width) * Double(sourceHeight) / Double(sourceDisplayWidth) / 2).rounded()) * 2)
     }
 
     /// The sizes a grid tries by default, largest first: the usual ladder sizes up to the
     /// source's, named by the short side as ladders are (a portrait 720x1280 source gets
     /// 720x1280, 540x960, …, not 406x720), and the source's own size, whatever it is (a 640x480
-    /// source is tried at 640x480: at high rates the native size is the one to beat).
+    /// source is tried at 640x480: at high rates the native size is the one to beat). Shapes
+    /// are the shown ones: an anamorphic source's own size is its height at its shown width.
     public func defaultSizes() -> [Size] {
-        let portrait = sourceHeight > sourceWidth
-        let shortSide = min(sourceWidth, sourceHeight)
+        let portrait = sourceHeight > sourceDisplayWidth
+        let shortSide = min(sourceDisplayWidth, sourceHeight)
         var sizes = Self.commonShortSides.filter { $0 <= shortSide }.map { side in
             portrait ? Size(width: side, height: height(forWidth: side)) : Size(width: width(forHeight: side), height: side)
         }
-        let native = Size(width: sourceWidth / 2 * 2, height: sourceHeight / 2 * 2)
+        let native = isAnamorphic
+            ? Size(width: width(forHeight: sourceHeight), height: sourceHeight / 2 * 2)
+            : Size(width: sourceWidth / 2 * 2, height: sourceHeight / 2 * 2)
         if native.width >= 2, native.height >= 2, !sizes.contains(native) { sizes.append(native) }
         return sizes.sorted { $0.width * $0.height > $1.width * $1.height }
     }

@@ -124,6 +124,8 @@ struct LadderCommand: ParsableCommand {
         if !quiet, isatty(STDERR_FILENO) == 1 { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
         let study = LadderStudy(
             input: input, sourceWidth: explorer.sourceWidth, sourceHeight: explorer.sourceHeight,
+            sourcePixelShape: explorer.isAnamorphic ? "\(explorer.sourceSampleAspect.numerator):\(explorer.sourceSampleAspect.denominator)" : nil,
+            sourceDisplayWidth: explorer.isAnamorphic ? explorer.sourceDisplayWidth : nil,
             windowSeconds: explorer.secondsPerPoint, windows: explorer.windowCount, preset: preset, metric: label,
             measurement: "each encode decoded, scaled back to the source's size with Lanczos and compared with the source (PSNR and SSIM as FFmpeg defines them), every \(qualityEvery) picture(s)",
             grid: measured, provisioned: Array(rungsMeasured.dropFirst(suggestedPoints.count)),

@@ -10,12 +10,13 @@ import Transcoder
 @Suite(.serialized) struct LadderCommandTests {
     /// Ladders are named by the short side, and the source's own size is always tried: a portrait
     /// phone video gets 360x640 and 288x512, not 202x360; a 4:3 source is tried at its own 320x240.
+    /// Rungs have square pixels, so an anamorphic source's sizes take the shape it is shown in.
     @Test func defaultSizesFollowTheShortSideAndKeepTheSourcesOwnSize() throws {
         let work = temporaryDirectory("ladder-sizes")
         defer { try? FileManager.default.removeItem(at: work) }
-        func sizes(_ width: Int, _ height: Int) throws -> [String] {
-            let source = work.appendingPathComponent("\(width)x\(height).mp4").path
-            try makeSource(source, ["-f", "lavfi", "-i", "testsrc2=size=\(width)x\(height):rate=25:duration=1",
+        func sizes(_ width: Int, _ height: Int, pixelShape: String = "1") throws -> [String] {
+            let source = work.appendingPathComponent("\(width)x\(height)-\(pixelShape.replacingOccurrences(of: "/", with: "_")).mp4").path
+            try makeSource(source, ["-f", "lavfi", "-i", "testsrc2=size=\(width)x\(height):rate=25:duration=1,setsar=\(pixelShape)",
                                     "-c:v", "libx264", "-preset", "ultrafast"])
             let explorer = LadderExplorer(input: source, options: .init(windows: 1, windowSeconds: 0.5))
             try explorer.loadWindows()
@@ -26,6 +27,11 @@ import Transcoder
         #expect(try sizes(640, 360) == ["640x360", "512x288", "416x234", "320x180", "256x144"])
         // Smaller than any usual size: the source's own is still there to encode.
         #expect(try sizes(128, 96) == ["128x96"])
+        // 384x216 stored with 4:3 pixels is a 512x216 picture: its own size is 512x216, and its
+        // 180-line rung 426x180 (384x216's shape would show everyone a squeezed picture).
+        #expect(try sizes(384, 216, pixelShape: "4/3") == ["512x216", "426x180", "342x144"])
+        // Tall pixels: 480x360 with 3:4 pixels is shown 360x360.
+        #expect(try sizes(480, 360, pixelShape: "3/4") == ["360x360", "288x288", "234x234", "180x180", "144x144"])
     }
 
     @Test func ladderWritesAStudyAProvisionAndAPageFromRealEncodes() throws {
