@@ -34,6 +34,9 @@ extension TestClientProtocol {
 
 struct LiveHTTPClient: TestClientProtocol {
     let port: Int?
+    /// The server's connection limiter, when the test holds it: a failed request then says what
+    /// the server's guard had seen (a connection closed at once may have been refused).
+    var limiter: HTTPConnectionLimiter? = nil
 
     func execute<Value: Sendable>(uri: String, method: HTTPRequest.Method, headers: HTTPFields, body: ByteBuffer?,
                                   _ check: (TestResponse) async throws -> Value) async throws -> Value {
@@ -41,7 +44,8 @@ struct LiveHTTPClient: TestClientProtocol {
         do {
             response = try await send(uri: uri, method: method, headers: headers, body: body)
         } catch {
-            throw HTTPTestError.failed("\(method) \(uri)", error)
+            let server = limiter.map { " (server's guard: \($0.openConnections) open, \($0.refusedConnections) refused)" } ?? ""
+            throw HTTPTestError.failed("\(method) \(uri)\(server)", error)
         }
         return try await check(response)
     }
@@ -100,7 +104,7 @@ func withLiveAPI<Value: Sendable>(_ plane: ControlPlane, _ body: @Sendable (Live
         var iterator = ports.makeAsyncIterator()
         guard let port = await iterator.next() else { throw HTTPTestError.noResponse("the server never listened") }
         do {
-            let value = try await body(LiveHTTPClient(port: port))
+            let value = try await body(LiveHTTPClient(port: port, limiter: plane.httpConnections))
             await group.triggerGracefulShutdown()
             try await tasks.waitForAll()
             return value
