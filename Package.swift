@@ -45,6 +45,9 @@ let package = Package(
         .target(name: "LadderQuality", dependencies: ["MediaCore"]),
         // glibc allocator tuning (malloc.h) for the long-running node.
         .target(name: "CAllocator"),
+        // The ladder's bicubic for 8-bit planes, in C with AVX2 and AVX-512 kernels chosen at run
+        // time. Optimized in every configuration: the debug build's tests run live ladders on it.
+        .target(name: "CPlaneScaler", cSettings: [.unsafeFlags(["-O2"])]),
         // RTSP/SDP/RTP as pure codecs and state machines: NIOCore's ByteBuffer, no sockets.
         .target(
             name: "RTSP",
@@ -127,7 +130,7 @@ let package = Package(
         ),
         .target(
             name: "FFmpegBridge",
-            dependencies: ["CFFmpeg", "MediaCore", .product(name: "DequeModule", package: "swift-collections")]
+            dependencies: ["CFFmpeg", "CPlaneScaler", "MediaCore", .product(name: "DequeModule", package: "swift-collections")]
         ),
         .target(
             name: "Transcoder",
@@ -182,7 +185,7 @@ let package = Package(
         .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(
             name: "TranscoderTests",
-            dependencies: ["Transcoder", "MediaCore", "FFmpegBridge", "LadderQuality", "abr-worker", "TestSupport"]
+            dependencies: ["Transcoder", "MediaCore", "FFmpegBridge", "CPlaneScaler", "LadderQuality", "abr-worker", "TestSupport"]
         ),
         .testTarget(
             name: "RTSPServerTests",
