@@ -5,7 +5,8 @@
 #
 #   Benchmarks/less-work.sh        (./abr bench less-work runs it; needs ladder-quality.sh's clips)
 #
-# Through abr-worker: the ladder's scaler (--scaler) and x264 presets per rung (videoParams.preset).
+# Through abr-worker: the ladder's scaler (--scaler: bicubic is the node's own plane scaler,
+# swscale-bicubic the same kernel by swscale) and x264 presets per rung (videoParams.preset).
 # Through the ffmpeg CLI with the node's x264 settings (the node has no such mode to switch):
 # zimg (Debian's ffmpeg has zscale) against swscale, cascaded scaling (360p from the 480p
 # picture), and decoding without the loop filter (pictures that only feed downscaled rungs).
@@ -30,7 +31,7 @@ PY
 
 echo "== the ladder's scaler (top passed through; per rung: PSNR Y, SSIM dB, CPU)"
 for clip in "${clips[@]}"; do
-  for scaler in bicubic bicublin bilinear area fast-bilinear lanczos; do
+  for scaler in bicubic swscale-bicubic bicublin bilinear area fast-bilinear lanczos; do
     out=$work/less-work-scaler
     rm -rf "$out"
     "$worker" transcode --provision Fixtures/provisions/sm2-3-level.json --input "$clip" --output "$out" \
