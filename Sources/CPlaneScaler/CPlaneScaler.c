@@ -23,7 +23,8 @@ struct abr_plane_scaler {
     abr_plane_scaler_kernel kernel;
     axis_filter horizontal, vertical;
     const uint8_t **rows;    /* the vertical taps' source rows for the output row at hand */
-    int pad;                 /* samples replicated beyond each edge of the intermediate row */
+    int before, after;       /* samples replicated beyond each edge of the intermediate row */
+    int pad;                 /* room on each side: those and a 64-sample window's slack */
     int16_t *row_storage;    /* one vertically filtered row (6 fractional bits) with its pads */
     /* AVX-512: outputs in blocks of 16, each block's taps gathered from 64 samples. */
     int blocks;
@@ -147,7 +148,10 @@ abr_plane_scaler *abr_plane_scaler_create(int src_width, int src_height, int dst
         if (lead > before) before = lead;
         if (trail > after) after = trail;
     }
-    scaler->pad = (before > after ? before : after) + 64; /* and room for a 64-sample window */
+    scaler->before = before;
+    scaler->after = after;
+    /* A window may read past what the taps need; those samples meet zero coefficients. */
+    scaler->pad = (before > after ? before : after) + 64;
     scaler->row_storage = calloc((size_t)src_width + 2 * (size_t)scaler->pad + 32, sizeof(int16_t));
     scaler->rows = malloc(sizeof(uint8_t *) * (size_t)scaler->vertical.taps);
     if (!scaler->row_storage || !scaler->rows) {
@@ -301,7 +305,7 @@ void abr_plane_scaler_run(abr_plane_scaler *scaler, const uint8_t *src, ptrdiff_
     int16_t *row = scaler->row_storage + scaler->pad;
     int width = scaler->src_width;
     for (int y = 0; y < scaler->dst_height; y++) {
-        for (int k = 0; k < vertical->taps; k++) {
+        for (int k = 0; k < 2 * vertical->pairs; k++) {
             int source_row = vertical->first[y] + k;
             source_row = source_row < 0 ? 0 : (source_row >= scaler->src_height ? scaler->src_height - 1 : source_row);
             scaler->rows[k] = src + source_row * src_stride;
@@ -316,10 +320,8 @@ void abr_plane_scaler_run(abr_plane_scaler *scaler, const uint8_t *src, ptrdiff_
 #endif
         default: vertical_samples(scaler->rows, coef, 2 * vertical->pairs, 0, width, row); break;
         }
-        for (int i = 1; i <= scaler->pad; i++) {
-            row[-i] = row[0];
-            row[width - 1 + i] = row[width - 1];
-        }
+        for (int i = 1; i <= scaler->before; i++) row[-i] = row[0];
+        for (int i = 1; i <= scaler->after; i++) row[width - 1 + i] = row[width - 1];
         switch (scaler->kernel) {
 #ifdef ABR_X86_64
         case ABR_PLANE_SCALER_AVX512: horizontal_avx512(scaler, row, out); break;
