@@ -138,21 +138,9 @@ final class PlaneScalers {
     }
 
     func scale(_ source: UnsafeMutablePointer<AVFrame>, into out: UnsafeMutablePointer<AVFrame>) {
-        withUnsafePointer(to: source.pointee.data) { sourceData in
-            withUnsafePointer(to: source.pointee.linesize) { sourceStrides in
-                withUnsafePointer(to: out.pointee.data) { outData in
-                    withUnsafePointer(to: out.pointee.linesize) { outStrides in
-                        let from = UnsafeRawPointer(sourceData).assumingMemoryBound(to: UnsafeMutablePointer<UInt8>?.self)
-                        let to = UnsafeRawPointer(outData).assumingMemoryBound(to: UnsafeMutablePointer<UInt8>?.self)
-                        let fromStrides = UnsafeRawPointer(sourceStrides).assumingMemoryBound(to: Int32.self)
-                        let toStrides = UnsafeRawPointer(outStrides).assumingMemoryBound(to: Int32.self)
-                        for (index, plane) in planes.enumerated() {
-                            abr_plane_scaler_run(plane, from[index], Int(fromStrides[index]), to[index], Int(toStrides[index]))
-                        }
-                    }
-                }
-            }
-        }
+        abr_plane_scaler_run(planes[0], source.pointee.data.0, Int(source.pointee.linesize.0), out.pointee.data.0, Int(out.pointee.linesize.0))
+        abr_plane_scaler_run(planes[1], source.pointee.data.1, Int(source.pointee.linesize.1), out.pointee.data.1, Int(out.pointee.linesize.1))
+        abr_plane_scaler_run(planes[2], source.pointee.data.2, Int(source.pointee.linesize.2), out.pointee.data.2, Int(out.pointee.linesize.2))
     }
 }
 
