@@ -35,7 +35,7 @@ struct BearerTokenAuthenticator: AuthenticatorMiddleware {
         case let .success(subject):
             return APIIdentity(subject: subject, scheme: .bearerToken)
         case let .failure(refusal):
-            plane.logger.warning("request refused: \(refusal.reason)", metadata: ["path": "\(request.uri.path)", "http.address": "\(context.clientAddress)"])
+            plane.refusals.log(plane.logger, "request refused: \(refusal.reason)", metadata: ["path": "\(request.uri.path.prefix(256))", "http.address": "\(context.clientAddress)"])
             throw HTTPError(.unauthorized, headers: [.wwwAuthenticate: "Bearer error=\"invalid_token\""], message: refusal.reason)
         }
     }
@@ -49,9 +49,15 @@ struct StreamManager1AccessTokenAuthenticator: AuthenticatorMiddleware {
 
     func authenticate(request: Request, context: Context) async throws -> APIIdentity? {
         guard let expected = plane.configuration.sm1AccessToken else { throw HTTPAPI.streamManager1Off }
+        let address = context.clientAddress
+        if let wait = plane.accessTokenThrottle.retryAfter(address, now: AddressThrottle.now()) {
+            throw HTTPError(.tooManyRequests, headers: [.retryAfter: "\(wait)"],
+                            message: "too many wrong accessTokens from \(address); try again in \(wait) s")
+        }
         guard let given = request.uri.queryParameters.get("accessToken"), constantTimeEqual(given, expected) else {
-            plane.logger.warning("request refused: missing or wrong accessToken", metadata: ["path": "\(request.uri.path)",
-                                                                                            "http.address": "\(context.clientAddress)"])
+            plane.accessTokenThrottle.record(address, now: AddressThrottle.now())
+            plane.refusals.log(plane.logger, "request refused: missing or wrong accessToken",
+                               metadata: ["path": "\(request.uri.path.prefix(256))", "http.address": "\(address)"])
             throw HTTPError(.unauthorized, message: "missing or wrong accessToken")
         }
         return APIIdentity(subject: "stream-manager-1", scheme: .streamManager1AccessToken)

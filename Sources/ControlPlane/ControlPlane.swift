@@ -47,6 +47,11 @@ public final class ControlPlane: Sendable {
     public let httpConnections: HTTPConnectionLimiter
     /// Failed logins per address: 10 at once, then one every 3 s.
     let loginThrottle = AddressThrottle(burst: 10, interval: 3)
+    /// Wrong Stream Manager 1.0 accessTokens, throttled like failed logins: the shared token
+    /// cannot be guessed at the speed of the network either.
+    let accessTokenThrottle = AddressThrottle(burst: 10, interval: 3)
+    /// Refused requests (failed logins, bad tokens): one log line a second at most.
+    let refusals = RefusalLog()
     /// New placements by open node requests per address: 16 at once, then one a second. A reservation
     /// lasts `PlacementPolicy.reservationLifetime` (15 s), so one address holds at most about 31.
     let placementThrottle = AddressThrottle(burst: 16, interval: 1)

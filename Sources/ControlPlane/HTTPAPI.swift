@@ -39,7 +39,7 @@ public enum HTTPAPI {
             let passwordMatches = constantTimeEqual(password, credentials.adminPassword)
             guard userMatches && passwordMatches else {
                 plane.loginThrottle.record(address, now: AddressThrottle.now())
-                plane.logger.warning("login refused", metadata: ["user": "\(user)", "http.address": "\(address)"])
+                plane.refusals.log(plane.logger, "login refused", metadata: ["user": "\(user.prefix(64))", "http.address": "\(address)"])
                 return error(.unauthorized, "wrong user or password", challenge: "Basic realm=\"abr-worker\"")
             }
             let token = try await plane.tokens.issue(subject: user)
@@ -119,7 +119,8 @@ public enum HTTPAPI {
                 let guid = catchAllGuid(context)
                 do {
                     let answer = action == "publish"
-                        ? try await plane.publishNode(group: group, streamGuid: guid, client: context.clientAddress)
+                        ? try await plane.publishNode(group: group, streamGuid: guid, client: context.clientAddress,
+                                                      holdsRoom: try await holdsRoom(request, context: context, plane: plane))
                         : try await plane.subscribeNode(group: group, streamGuid: guid)
                     return json([answer])
                 } catch let failure as NodeRequestFailure {
@@ -295,6 +296,15 @@ public enum HTTPAPI {
               let data = Data(base64Encoded: String(header.dropFirst(6)).trimmingCharacters(in: .whitespaces)),
               let text = String(data: data, encoding: .utf8), let colon = text.firstIndex(of: ":") else { return nil }
         return (String(text[..<colon]), String(text[text.index(after: colon)...]))
+    }
+
+    /// Whether a node request may hold room on the node it is given: only with the admin's bearer
+    /// token. Without an Authorization header it is anonymous; with a bad one it is refused (401,
+    /// saying why) rather than quietly served as anonymous.
+    static func holdsRoom(_ request: Request, context: NodeRequestContext, plane: ControlPlane) async throws -> Bool {
+        guard request.headers[.authorization] != nil else { return false }
+        _ = try await BearerTokenAuthenticator(plane: plane).authenticate(request: request, context: context)
+        return true
     }
 
     static func nodeGroup(_ context: NodeRequestContext) throws -> String {

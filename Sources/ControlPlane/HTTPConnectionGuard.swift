@@ -24,19 +24,11 @@ public final class HTTPConnectionLimiter: Sendable {
     public let limits: Limits
     let quota: ConnectionQuota
     let logger = Logger(label: "abr.http")
-    /// When a refusal was last logged: at most one line a second, so a flood of connections
-    /// cannot become a flood of log lines.
-    private let lastRefusalLogged = Mutex<ContinuousClock.Instant?>(nil)
+    /// At most one line a second, so a flood of connections cannot become a flood of log lines.
+    private let refusals = RefusalLog()
 
     func logRefusal(from address: String) {
-        let now = ContinuousClock.now
-        let due = lastRefusalLogged.withLock { last in
-            guard last.map({ now - $0 >= .seconds(1) }) ?? true else { return false }
-            last = now
-            return true
-        }
-        guard due else { return }
-        logger.warning("connection refused: too many connections", metadata: [
+        refusals.log(logger, "connection refused: too many connections", metadata: [
             "http.address": "\(address)", "http.connections": "\(quota.open)", "http.refused": "\(quota.refused)"])
     }
 

@@ -133,10 +133,14 @@ extension ControlPlane {
     /// should push to. The node already serving the stream keeps it (a publisher coming back
     /// resumes its job there); otherwise the in-service node with the most room for the ladder.
     ///
-    /// Node requests are open (the seed's clients send no credentials), and a new placement holds
-    /// room on a node for a while: `client` (the asking address) may make only so many
-    /// (`placementThrottle`). Asking again for a stream already placed or live costs nothing.
-    public func publishNode(group: String, streamGuid guid: String, client: String) async throws(NodeRequestFailure) -> NodeAnswer {
+    /// Node requests are open (the seed's clients send no credentials). A placement asked with the
+    /// admin's bearer token (`holdsRoom`: a stream manager dispatching a job) holds the ladder's
+    /// cores on its node for `reservationLifetime`, so jobs dispatched at once spread over the
+    /// fleet. An anonymous one holds no room: it names the node and routes a repeated ask there,
+    /// but it can never make the fleet look full to other streams (the chosen node still refuses,
+    /// at publish, a job it cannot run). `client` (the asking address) may make only so many new
+    /// placements (`placementThrottle`); asking again for a stream placed or live costs nothing.
+    public func publishNode(group: String, streamGuid guid: String, client: String, holdsRoom: Bool = false) async throws(NodeRequestFailure) -> NodeAnswer {
         let (ladder, variant) = try await provisioned(guid, group: group)
         if let variant, variant.level != ladder.top.level {
             throw .badRequest("\(guid) is made by the transcoder: publish the top variant, \(ladder.top.streamGuid)")
@@ -163,7 +167,7 @@ extension ControlPlane {
                                  group, ladder.streamGuid, cores, alive.count, inService), retryAfter: 5)
         }
         do {
-            try await store.place(Placement(streamGuid: ladder.streamGuid, nodeId: chosen.nodeId, cores: cores))
+            try await store.place(Placement(streamGuid: ladder.streamGuid, nodeId: chosen.nodeId, cores: holdsRoom ? cores : 0))
         } catch {
             throw .storeUnavailable("the store cannot be reached: \(error)")
         }

@@ -12,15 +12,22 @@ public struct ElementaryStreams: Sendable {
     private var sps: [UInt8]?
     private var pps: [UInt8]?
     public private(set) var droppedAudioFrames = 0
+    /// Video access units dropped for holding too many NAL units.
+    public private(set) var droppedAccessUnits = 0
 
     public init() {}
 
     public var videoFormat: VideoFormat? { video }
 
     /// One H.264 access unit (Annex B) at presentation time `pts` (90 kHz). Nothing before the
-    /// first SPS/PPS comes out: no decoder could use it.
+    /// first SPS/PPS comes out: no decoder could use it. An access unit of more than
+    /// `H264.maximumNALUnitsPerAccessUnit` NAL units is dropped whole, and counted.
     public mutating func video(annexB bytes: [UInt8], pts: Int64, isKeyframe: Bool, frameRate: Double? = nil) -> [MediaSinkEvent] {
-        let units = H264.annexBUnits(bytes).map(Array.init).filter { !$0.isEmpty && ($0[0] & 0x1F) != H264.NALType.accessUnitDelimiter.rawValue }
+        guard let split = H264.annexBUnits(bytes, maximumUnits: H264.maximumNALUnitsPerAccessUnit) else {
+            droppedAccessUnits += 1
+            return []
+        }
+        let units = split.map(Array.init).filter { !$0.isEmpty && ($0[0] & 0x1F) != H264.NALType.accessUnitDelimiter.rawValue }
         guard !units.isEmpty else { return [] }
         var events: [MediaSinkEvent] = []
         for unit in units {

@@ -17,6 +17,20 @@ public enum H264 {
     /// allocated accessor frame, and splitting encoded packets cost about 5 % of a live node's CPU.
     @inlinable
     public static func annexBUnits<Bytes: RandomAccessCollection<UInt8>>(_ bytes: Bytes) -> [Bytes.SubSequence] where Bytes.Index == Int {
+        annexBUnits(bytes, maximumUnits: .max)!
+    }
+
+    /// The most NAL units one access unit may hold when it comes from a publisher, whatever the
+    /// protocol (RTSP, RTMP, SRT): a picture has a few (delimiter, parameter sets, SEI, slices),
+    /// and splitting megabytes of 1-byte units costs many times their size before anything could
+    /// refuse them.
+    public static let maximumNALUnitsPerAccessUnit = 1024
+
+    /// `annexBUnits`, stopping as soon as there are more than `maximumUnits` (nil then): the cost
+    /// of splitting hostile bytes stays bounded by the limit, not by how many units they hold.
+    @inlinable
+    public static func annexBUnits<Bytes: RandomAccessCollection<UInt8>>(_ bytes: Bytes, maximumUnits: Int) -> [Bytes.SubSequence]?
+    where Bytes.Index == Int {
         var units: [Bytes.SubSequence] = []
         var index = bytes.startIndex
         var unitStart: Int? = nil
@@ -33,7 +47,10 @@ public enum H264 {
                 if let start = unitStart {
                     var unitEnd = index
                     while unitEnd > start, bytes[unitEnd - 1] == 0 { unitEnd -= 1 }
-                    if unitEnd > start { units.append(bytes[start..<unitEnd]) }
+                    if unitEnd > start {
+                        guard units.count < maximumUnits else { return nil }
+                        units.append(bytes[start..<unitEnd])
+                    }
                 }
                 index += 3
                 unitStart = index
@@ -43,14 +60,17 @@ public enum H264 {
             }
         }
         if let start = unitStart, start < end {
+            guard units.count < maximumUnits else { return nil }
             units.append(bytes[start..<end])
         }
         return units
     }
 
-    /// Splits length-prefixed NAL units (the MP4/avcC form) with the given length size.
+    /// Splits length-prefixed NAL units (the MP4/avcC form) with the given length size; nil when
+    /// the lengths do not add up, or when there are more than `maximumUnits`.
     @inlinable
-    public static func lengthPrefixedUnits<Bytes: RandomAccessCollection<UInt8>>(_ bytes: Bytes, lengthSize: Int = 4) -> [Bytes.SubSequence]?
+    public static func lengthPrefixedUnits<Bytes: RandomAccessCollection<UInt8>>(_ bytes: Bytes, lengthSize: Int = 4,
+                                                                                maximumUnits: Int = .max) -> [Bytes.SubSequence]?
     where Bytes.Index == Int {
         var units: [Bytes.SubSequence] = []
         var index = bytes.startIndex
@@ -60,11 +80,27 @@ public enum H264 {
             var length = 0
             for offset in 0..<lengthSize { length = length << 8 | Int(bytes[index + offset]) }
             index += lengthSize
-            guard length > 0, length <= end - index else { return nil }
+            guard length > 0, length <= end - index, units.count < maximumUnits else { return nil }
             units.append(bytes[index..<index + length])
             index += length
         }
         return units
+    }
+
+    /// How many length-prefixed NAL units the bytes hold, nil when the lengths do not add up;
+    /// nothing is allocated, so hostile bytes can be measured before they are split.
+    public static func lengthPrefixedUnitCount(_ bytes: [UInt8], lengthSize: Int = 4) -> Int? {
+        var index = 0, count = 0
+        while index < bytes.count {
+            guard index + lengthSize <= bytes.count else { return nil }
+            var length = 0
+            for offset in 0..<lengthSize { length = length << 8 | Int(bytes[index + offset]) }
+            index += lengthSize
+            guard length > 0, length <= bytes.count - index else { return nil }
+            index += length
+            count += 1
+        }
+        return count
     }
 
     /// The NAL units of one access unit in either form: Annex B when it starts with a start code,

@@ -67,7 +67,10 @@ public enum FLVVideo: Sendable, Equatable {
                   !record.pictureParameterSets.isEmpty else { throw .malformed("unreadable AVC decoder configuration record") }
             return .sequenceHeader(record)
         case 1:
-            guard let units = H264.lengthPrefixedUnits(body, lengthSize: lengthSize) else {
+            guard let units = H264.lengthPrefixedUnits(body, lengthSize: lengthSize, maximumUnits: H264.maximumNALUnitsPerAccessUnit) else {
+                if H264.lengthPrefixedUnitCount(body, lengthSize: lengthSize) != nil {
+                    throw .malformed("more than \(H264.maximumNALUnitsPerAccessUnit) NAL units in one picture")
+                }
                 throw .malformed("NAL unit lengths do not add up to the message (\(body.count) bytes)")
             }
             let nalUnits = units.map(Array.init)

@@ -18,6 +18,7 @@ public enum RTMPProtocolError: Error, Sendable, Equatable, CustomStringConvertib
     case tooManyChunkStreams(limit: Int)
     case continuationWithoutHeader(chunkStream: UInt32)
     case messageLengthChanged(chunkStream: UInt32)
+    case tooMuchInProgress(bytes: Int, limit: Int)
 
     public var description: String {
         switch self {
@@ -27,6 +28,7 @@ public enum RTMPProtocolError: Error, Sendable, Equatable, CustomStringConvertib
         case let .tooManyChunkStreams(limit): "more than \(limit) chunk streams in use"
         case let .continuationWithoutHeader(stream): "chunk stream \(stream) continues a message it never started"
         case let .messageLengthChanged(stream): "chunk stream \(stream) changed a message's length before it was complete"
+        case let .tooMuchInProgress(bytes, limit): "\(bytes) bytes of unfinished messages across chunk streams exceed the limit of \(limit)"
         }
     }
 }
@@ -35,7 +37,12 @@ public enum RTMPProtocolError: Error, Sendable, Equatable, CustomStringConvertib
 /// reassembled into messages. Set Chunk Size and Abort are applied here, where they change how
 /// the bytes that follow are read; Window Acknowledgement Size sets when an `.acknowledge` is due.
 /// Nothing is buffered beyond one chunk per chunk stream and one message's declared length, both
-/// bounded.
+/// bounded, and the unfinished messages of all chunk streams together are bounded too.
+///
+/// Costs stay proportional to what the peer sends: a chunk appends to its message in place (an
+/// unfinished message lives in `messages`, apart from the header state copied per chunk, so its
+/// buffer is never shared and never copied whole), room is not reserved ahead of bytes that have
+/// not come, and the acknowledgement window has a floor so 1-byte chunks cannot each owe an answer.
 public struct RTMPChunkDecoder: ByteToMessageDecoder {
     public typealias InboundOut = RTMPInbound
 
@@ -46,6 +53,11 @@ public struct RTMPChunkDecoder: ByteToMessageDecoder {
         public var maximumChunkSize = 65_536
         /// Chunk streams with a message in progress or a header remembered.
         public var maximumChunkStreams = 64
+        /// Bytes of unfinished messages across all chunk streams: one largest message and change.
+        public var maximumBytesInProgress = 9 * 1024 * 1024
+        /// The smallest acknowledgement window taken from a peer (bytes): a peer that asks for an
+        /// acknowledgement every byte gets one every 64 KiB. Real clients ask for 2.5 MB.
+        public var minimumAcknowledgementWindow: UInt32 = 65_536
         public init() {}
     }
 
@@ -63,13 +75,18 @@ public struct RTMPChunkDecoder: ByteToMessageDecoder {
         var streamID: UInt32 = 0
         var extended = false
         var started = false
-        var partial: ByteBuffer?
     }
+
+    /// Header sizes by chunk format (0 to 3).
+    private static let headerSizes = [11, 7, 3, 0]
 
     public let limits: Limits
     private var phase = Phase.c0c1
     private var chunkSize = 128
     private var streams: [UInt32: ChunkStream] = [:]
+    /// Each chunk stream's unfinished message, mutated in place (never through a copy).
+    private var messages: [UInt32: ByteBuffer] = [:]
+    private var bytesInProgress = 0
     private var received: UInt64 = 0
     private var window: UInt32 = 0
     private var acknowledged: UInt64 = 0
@@ -136,15 +153,16 @@ public struct RTMPChunkDecoder: ByteToMessageDecoder {
         }
         if streams[id] == nil, streams.count >= limits.maximumChunkStreams {
             // Chunk streams that hold nothing in progress make room first.
-            if let idle = streams.first(where: { $0.value.partial == nil })?.key { streams.removeValue(forKey: idle) } else {
+            if let idle = streams.first(where: { messages[$0.key] == nil })?.key { streams.removeValue(forKey: idle) } else {
                 throw .tooManyChunkStreams(limit: limits.maximumChunkStreams)
             }
         }
         var stream = streams[id] ?? ChunkStream()
-        let headerSizes = [11, 7, 3, 0]
-        guard view.readableBytes >= headerSizes[Int(format)] else { return nil }
+        guard view.readableBytes >= Self.headerSizes[Int(format)] else { return nil }
         var field: UInt32 = 0
-        var newMessage = stream.partial == nil
+        let have = messages[id]?.readableBytes
+        var newMessage = have == nil
+        var dropsUnfinished = false
         switch format {
         case 0:
             field = view.readUInt24()
@@ -164,7 +182,7 @@ public struct RTMPChunkDecoder: ByteToMessageDecoder {
             stream.extended = field == 0xFF_FFFF
             if !newMessage {
                 // A new header in the middle of a message: what came so far is dropped (as Abort would).
-                stream.partial = nil
+                dropsUnfinished = true
                 newMessage = true
             }
         }
@@ -175,10 +193,10 @@ public struct RTMPChunkDecoder: ByteToMessageDecoder {
         guard stream.length <= limits.maximumMessageLength else {
             throw .messageTooLarge(length: stream.length, limit: limits.maximumMessageLength)
         }
-        let have = stream.partial?.readableBytes ?? 0
-        let take = min(chunkSize, stream.length - have)
+        let take = min(chunkSize, stream.length - (newMessage ? 0 : have ?? 0))
         guard view.readableBytes >= take else { return nil }
         // The whole chunk is here: commit.
+        if dropsUnfinished, let dropped = messages.removeValue(forKey: id) { bytesInProgress -= dropped.readableBytes }
         if newMessage {
             switch format {
             case 0: stream.timestamp = field; stream.delta = 0
@@ -186,19 +204,30 @@ public struct RTMPChunkDecoder: ByteToMessageDecoder {
             default: stream.timestamp &+= stream.delta
             }
             stream.started = true
-            stream.partial = ByteBuffer()
-            stream.partial!.reserveCapacity(min(stream.length, 1 << 20))
         }
         var body = view.readSlice(length: take)!
-        stream.partial!.writeBuffer(&body)
         received &+= UInt64(view.readerIndex - buffer.readerIndex)
         buffer = view
-        var completed: RTMPMessage?
-        if stream.partial!.readableBytes >= stream.length {
-            completed = RTMPMessage(typeID: stream.typeID, streamID: stream.streamID, timestamp: stream.timestamp, payload: stream.partial!)
-            stream.partial = nil
-        }
         streams[id] = stream
+        var completed: RTMPMessage?
+        if newMessage, take == stream.length {
+            // A message in one chunk (most of them) is copied out once: a slice would pin the
+            // channel's read buffer, and the next read appended to it would copy that buffer whole.
+            var payload = ByteBufferAllocator().buffer(capacity: take)
+            payload.writeBuffer(&body)
+            completed = RTMPMessage(typeID: stream.typeID, streamID: stream.streamID, timestamp: stream.timestamp, payload: payload)
+        } else {
+            guard bytesInProgress + take <= limits.maximumBytesInProgress else {
+                throw .tooMuchInProgress(bytes: bytesInProgress + take, limit: limits.maximumBytesInProgress)
+            }
+            bytesInProgress += take
+            // In place: the dictionary's buffer is the only reference, so appending never copies it.
+            messages[id, default: ByteBuffer()].writeBuffer(&body)
+            if messages[id]!.readableBytes >= stream.length, let payload = messages.removeValue(forKey: id) {
+                bytesInProgress -= payload.readableBytes
+                completed = RTMPMessage(typeID: stream.typeID, streamID: stream.streamID, timestamp: stream.timestamp, payload: payload)
+            }
+        }
         if window > 0, received - acknowledged >= UInt64(window) {
             acknowledged = received
             pendingAcknowledgement = UInt32(truncatingIfNeeded: received)
@@ -220,10 +249,10 @@ public struct RTMPChunkDecoder: ByteToMessageDecoder {
             chunkSize = Int(size)
         case RTMPMessage.Kind.abort:
             guard let id = message.payload.getInteger(at: message.payload.readerIndex, as: UInt32.self) else { return }
-            streams[id]?.partial = nil
+            if let dropped = messages.removeValue(forKey: id) { bytesInProgress -= dropped.readableBytes }
         case RTMPMessage.Kind.windowAcknowledgementSize:
             guard let value = message.payload.getInteger(at: message.payload.readerIndex, as: UInt32.self) else { return }
-            window = value
+            window = max(value, limits.minimumAcknowledgementWindow)
         default:
             break
         }
@@ -236,7 +265,9 @@ public struct RTMPChunkDecoder: ByteToMessageDecoder {
 extension ByteBuffer {
     /// A 24-bit big-endian integer; the caller has checked three bytes are there.
     mutating func readUInt24() -> UInt32 {
-        let bytes = readBytes(length: 3)!
-        return UInt32(bytes[0]) << 16 | UInt32(bytes[1]) << 8 | UInt32(bytes[2])
+        // Two integer reads, not readBytes: no array allocated per chunk header.
+        let high = readInteger(as: UInt16.self)!
+        let low = readInteger(as: UInt8.self)!
+        return UInt32(high) << 8 | UInt32(low)
     }
 }

@@ -24,6 +24,9 @@ final class RTMPConnectionHandler: ChannelInboundHandler {
     private var claimedPath: String?
     private var ended = false
     private let lastMedia = PublisherActivity()
+    /// The latest acknowledgement owed while the peer was not reading (acknowledgements are
+    /// cumulative: only the latest matters, so at most one waits).
+    private var owedAcknowledgement: UInt32?
 
     init(service: RTMPService) {
         self.service = service
@@ -35,7 +38,7 @@ final class RTMPConnectionHandler: ChannelInboundHandler {
         logger[metadataKey: "rtmp.peer"] = "\(remote)"
         let address = context.remoteAddress?.ipAddress ?? "?"
         guard service.connections.admit(address) else {
-            logger.warning("connection refused: too many connections", metadata: ["rtmp.address": "\(address)"])
+            service.refusals.log(logger, "connection refused: too many connections", metadata: ["rtmp.address": "\(address)"])
             context.close(promise: nil)
             return
         }
@@ -56,6 +59,11 @@ final class RTMPConnectionHandler: ChannelInboundHandler {
         case let .handshake(answer):
             context.writeAndFlush(wrapOutboundOut(answer), promise: nil)
         case let .acknowledge(sequence):
+            // A peer that does not read gets no queue of acknowledgements: the latest waits for it.
+            guard context.channel.isWritable else {
+                owedAcknowledgement = sequence
+                return
+            }
             send([.control(RTMPMessage.Kind.acknowledgement, sequence)], context: context)
         case let .message(message):
             perform(session.receive(message), context: context)
@@ -110,7 +118,7 @@ final class RTMPConnectionHandler: ChannelInboundHandler {
         if let required = service.policy.publisherCredentials(for: path) {
             guard let user = intent.username, let password = intent.password,
                   constantTimeEqual(user, required.username), constantTimeEqual(password, required.password) else {
-                logger.warning("authentication failed", metadata: ["stream.guid": "\(path)"])
+                service.refusals.log(logger, "authentication failed", metadata: ["stream.guid": "\(path)", "rtmp.address": "\(remote)"])
                 return session.refuse(code: "NetConnection.Connect.Rejected",
                                       description: "\(path) needs the provision's credentials (?user=…&password=… on the stream key or the URL)")
             }
@@ -150,14 +158,33 @@ final class RTMPConnectionHandler: ChannelInboundHandler {
         sink = nil
     }
 
-    /// Ends the publish and closes the connection once what was written is out.
+    /// Ends the publish and closes the connection once what was written is out, or after
+    /// `closeWait` seconds whatever is still unsent: a peer that never reads cannot keep its slot.
     private func finish(context: ChannelHandlerContext, reason: String) {
         guard !ended else { return }
         ended = true
         endPublish(reason: reason)
+        let channel = context.channel
+        let forced = context.eventLoop.scheduleTask(in: RTMPService.closeWait) { channel.close(promise: nil) }
         context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(capacity: 0))).whenComplete { _ in
-            context.close(promise: nil)
+            forced.cancel()
+            channel.close(promise: nil)
         }
+    }
+
+    /// The node writes little to a publisher (answers and acknowledgements), so output piling up
+    /// means the peer does not read: stop reading its input until it does, so what it sends cannot
+    /// make more output queue. Its idle timeout then closes it if it never reads again.
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        let writable = context.channel.isWritable
+        context.channel.setOption(.autoRead, value: writable).whenSuccess {
+            if writable { context.read() }
+        }
+        if writable, let sequence = owedAcknowledgement, !ended {
+            owedAcknowledgement = nil
+            send([.control(RTMPMessage.Kind.acknowledgement, sequence)], context: context)
+        }
+        context.fireChannelWritabilityChanged()
     }
 
     func channelInactive(context: ChannelHandlerContext) {

@@ -37,6 +37,10 @@ public final class RTMPService: Sendable {
     let policy: any PublishPolicy
     let logger: Logger
     let connections: ConnectionQuota
+    /// Refused connections and failed authentications: one log line a second at most.
+    let refusals = RefusalLog()
+    /// How long a closing connection waits for its last bytes to go out before it is closed anyway.
+    static let closeWait = TimeAmount.seconds(2)
     private let state = Mutex<(group: MultiThreadedEventLoopGroup?, server: Channel?, open: [ObjectIdentifier: Channel])>((nil, nil, [:]))
 
     public init(configuration: Configuration, registry: StreamRegistry, policy: any PublishPolicy,
@@ -59,7 +63,8 @@ public final class RTMPService: Sendable {
     public func start() throws -> Int {
         let group = state.withLock { state in
             if let group = state.group { return group }
-            let made = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+            // A loop per core: a busy connection shares its loop with only part of the others.
+            let made = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
             state.group = made
             return made
         }

@@ -34,7 +34,7 @@ public struct H264Depacketizer: Sendable {
     /// Largest access unit accepted (all its NAL units together), and the most NAL units in one:
     /// a publisher that never sets the marker bit nor changes the timestamp cannot grow one without bound.
     public static let maximumAccessUnitSize = 8 * 1024 * 1024
-    public static let maximumNALUnitsPerAccessUnit = 1024
+    public static let maximumNALUnitsPerAccessUnit = H264.maximumNALUnitsPerAccessUnit
     private var unitBytes = 0
     private var oversized = false
 

@@ -42,7 +42,7 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
         logger[metadataKey: "rtsp.peer"] = "\(context.remoteAddress?.description ?? "?")"
         let address = context.remoteAddress?.ipAddress ?? "?"
         guard server.admitConnection(from: address) else {
-            logger.warning("connection refused: too many connections", metadata: ["rtsp.address": "\(address)"])
+            server.refusals.log(logger, "connection refused: too many connections", metadata: ["rtsp.address": "\(address)"])
             reply(context: context, RTSPResponse(status: 503, headers: ["Connection": "close"], body: Array("too many connections\n".utf8)), cseq: nil)
             context.close(promise: nil)
             return
@@ -232,7 +232,7 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
         if server.authenticator.verify(request.headers["Authorization"], method: request.method, requestURI: request.uri,
                                        credentials: credentials, now: now) { return nil }
         if request.headers["Authorization"] != nil {
-            logger.warning("authentication failed", metadata: ["stream.guid": "\(path)", "method": "\(request.method)"])
+            server.refusals.log(logger, "authentication failed", metadata: ["stream.guid": "\(path)", "method": "\(request.method)"])
         }
         var headers = RTSPHeaders()
         for challenge in server.authenticator.challenges(now: now) { headers.add("WWW-Authenticate", challenge) }
@@ -362,12 +362,21 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
                     return Outcome(response: RTSPResponse(status: 461, body: Array("\(problem)\n".utf8)))
                 }
                 reply.lower = .udp(clientPorts: clientPorts, serverPorts: UInt16(ports.rtp)...UInt16(ports.rtcp))
-                if session.role == .publisher, let ip = context.remoteAddress?.ipAddress {
-                    server.sessions.addRoute(from: "\(ip):\(clientPorts.lowerBound)", session: session.id, track: track, isRTCP: false)
-                    server.sessions.addRoute(from: "\(ip):\(clientPorts.upperBound)", session: session.id, track: track, isRTCP: true)
-                } else if let ip = context.remoteAddress?.ipAddress {
-                    // A UDP player's receiver reports: they keep it alive and drive its adaptation.
-                    server.sessions.addRoute(from: "\(ip):\(clientPorts.upperBound)", session: session.id, track: track, isRTCP: true, replacing: false)
+            }
+            // The state first: a SETUP the session cannot take adds no route.
+            let valid: Bool = session.state.withLock { state in
+                state.machine.decide("SETUP") != .notValidInState && (session.role == .player || track < state.tracks.count)
+            }
+            guard valid else { return Outcome(response: RTSPResponse(status: 455)) }
+            if case let .udp(clientPorts?, _) = reply.lower, let ip = context.remoteAddress?.ipAddress {
+                // A publisher's RTP and RTCP; a UDP player's receiver reports (they keep it alive
+                // and drive its adaptation). Ports another session's datagrams come from are refused.
+                let routed = session.role == .publisher
+                    ? server.sessions.addRoute(from: "\(ip):\(clientPorts.lowerBound)", session: session, track: track, isRTCP: false)
+                        && server.sessions.addRoute(from: "\(ip):\(clientPorts.upperBound)", session: session, track: track, isRTCP: true)
+                    : server.sessions.addRoute(from: "\(ip):\(clientPorts.upperBound)", session: session, track: track, isRTCP: true)
+                guard routed else {
+                    return Outcome(response: RTSPResponse(status: 461, body: Array("client_port \(clientPorts.lowerBound)-\(clientPorts.upperBound) is in use by another session\n".utf8)))
                 }
             }
             let accepted: Bool = session.state.withLock { state in

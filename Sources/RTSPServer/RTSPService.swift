@@ -51,6 +51,8 @@ public final class RTSPService: Sendable {
     public let registry: StreamRegistry
     let policy: any PublishPolicy
     let logger: Logger
+    /// Refused connections and failed authentications: one log line a second at most.
+    let refusals = RefusalLog()
     let sessions = SessionTable()
     let authenticator = RTSPAuthenticator(secret: RTSPAuthenticator.randomSecret())
     private let connections: ConnectionQuota

@@ -314,13 +314,20 @@ final class SessionTable: Sendable {
 
     var all: [ServerSession] { state.withLock { Array($0.sessions.values) } }
 
-    /// Routes datagrams from `address` to a session's track. A publisher's route replaces any
-    /// other (a publisher taking over its stream sends from the same ports); a player's never
-    /// replaces another live session's, so no player can take a publisher's reports.
-    func addRoute(from address: String, session: String, track: Int, isRTCP: Bool, replacing: Bool = true) {
+    /// Routes datagrams from `address` to a session's track; false when the address is another
+    /// live session's. The one exception is a publisher taking over its own stream (it passed that
+    /// stream's authentication and claimed it, and sends from the same ports): it replaces the
+    /// silent publisher's route. No session can take another stream's route, nor a player a
+    /// publisher's. A session's earlier route for the same track and kind is dropped, so repeated
+    /// SETUPs do not pile routes up.
+    func addRoute(from address: String, session: ServerSession, track: Int, isRTCP: Bool) -> Bool {
         state.withLock { state in
-            if !replacing, let existing = state.routes[address], existing.session != session, state.sessions[existing.session] != nil { return }
-            state.routes[address] = (session, track, isRTCP)
+            if let existing = state.routes[address], existing.session != session.id, let owner = state.sessions[existing.session] {
+                guard session.role == .publisher, owner.role == .publisher, owner.path == session.path else { return false }
+            }
+            state.routes = state.routes.filter { !($0.value.session == session.id && $0.value.track == track && $0.value.isRTCP == isRTCP) }
+            state.routes[address] = (session.id, track, isRTCP)
+            return true
         }
     }
 

@@ -8,7 +8,7 @@ import MediaCore
 /// thread of its own, and what comes out goes into the sink as formats, pictures and AAC frames.
 final class SRTPublisher: @unchecked Sendable {
     // @unchecked: `feed` and `admission` are immutable and thread-safe; `looksLikeTransportStream`
-    // is only touched by the receive loop's thread.
+    // and `caps` are only touched by the receive loop's thread.
     let socket: SRTSOCKET
     let admission: SRTService.Admission
     private weak var service: SRTService?
@@ -35,6 +35,9 @@ final class SRTPublisher: @unchecked Sendable {
 
     /// Whether the first message looked like MPEG-TS (nil until one came).
     private var looksLikeTransportStream: Bool?
+    /// The ingest caps (NAL units and bytes per access unit), applied before libavformat and its
+    /// H.264 parser see a byte: they would grow on what the caps refuse.
+    private var caps = TransportStreamGuard()
 
     /// Bytes from the connection (the receive loop). The first message must be MPEG-TS packets (a
     /// 0x47 sync byte every 188 bytes, as SRT senders send 7 to a message): anything else would only
@@ -46,6 +49,12 @@ final class SRTPublisher: @unchecked Sendable {
                 refuse("the SRT stream is not MPEG-TS the node can read: no 0x47 sync byte every 188 bytes in its first message")
                 return
             }
+        }
+        do {
+            try caps.inspect(bytes)
+        } catch {
+            refuse("the SRT stream breaks the node's ingest limits: \(error)")
+            return
         }
         admission.lastMedia.touch()
         feed.push(bytes)

@@ -51,6 +51,8 @@ public final class SRTService: @unchecked Sendable {
     let registry: StreamRegistry
     let policy: any PublishPolicy
     let logger: Logger
+    /// Refused handshakes: one log line a second at most.
+    let refusals = RefusalLog()
     private var listener: SRTSOCKET = SRT_INVALID_SOCK
     private var epoll: Int32 = -1
     private var loop: Thread?
@@ -148,8 +150,9 @@ public final class SRTService: @unchecked Sendable {
     private func admit(socket: SRTSOCKET, peer: UnsafePointer<sockaddr>?, streamID: String) -> Int32 {
         let address = Self.describe(peer)
         func refuse(_ code: Int32, _ reason: String) -> Int32 {
-            logger.info("SRT publish refused", metadata: ["srt.peer": "\(address.full)", "srt.streamid": "\(Self.printable(streamID))",
-                                                          "reason": "\(reason)", "srt.reject": "\(code)"])
+            // Handshakes cost a peer nothing: their refusals are logged a line a second at most.
+            refusals.log(logger, "SRT publish refused", metadata: ["srt.peer": "\(address.full)", "srt.streamid": "\(Self.printable(streamID))",
+                                                                   "reason": "\(reason)", "srt.reject": "\(code)"], level: .info)
             srt_setrejectreason(socket, code)
             return -1
         }
@@ -169,8 +172,7 @@ public final class SRTService: @unchecked Sendable {
         if let required = policy.publisherCredentials(for: target.path) {
             guard let user = target.username, let password = target.password,
                   constantTimeEqual(user, required.username), constantTimeEqual(password, required.password) else {
-                logger.warning("authentication failed", metadata: ["stream.guid": "\(target.path)", "srt.peer": "\(address.full)"])
-                return refuse(Int32(SRT_REJX_UNAUTHORIZED), "\(target.path) needs the provision's credentials")
+                return refuse(Int32(SRT_REJX_UNAUTHORIZED), "authentication failed: \(target.path) needs the provision's credentials")
             }
         }
         let sink: any MediaSink
