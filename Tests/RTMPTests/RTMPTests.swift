@@ -113,19 +113,19 @@ import Testing
         while try decoder.next(&buffer) != nil {}
         var encoder = RTMPChunkEncoder()
         var wire = ByteBuffer()
-        encoder.encode(.control(RTMPMessage.Kind.windowAcknowledgementSize, 1000), into: &wire)
+        encoder.encode(.control(RTMPMessage.Kind.windowAcknowledgementSize, 70_000), into: &wire)
         // Half of a 200-byte message on chunk stream 5, then Abort for it, then a whole one.
         wire.writeBytes([0x05, 0, 0, 0, 0, 0, 200, 9, 1, 0, 0, 0] + [UInt8](repeating: 1, count: 128))
         encoder.encode(.control(RTMPMessage.Kind.abort, 5), into: &wire)
-        for _ in 0..<10 {
+        for _ in 0..<600 {
             encoder.encode(RTMPMessage(typeID: RTMPMessage.Kind.audio, streamID: 1, payload: ByteBuffer(bytes: [UInt8](repeating: 2, count: 120))), into: &wire)
         }
         var items: [RTMPInbound] = []
         while let item = try decoder.next(&wire) { if let item { items.append(item) } }
         let media = items.compactMap { if case let .message(m) = $0, m.typeID == RTMPMessage.Kind.audio || m.typeID == RTMPMessage.Kind.video { m } else { nil } }
-        #expect(media.count == 10 && media.allSatisfy { $0.typeID == RTMPMessage.Kind.audio })
+        #expect(media.count == 600 && media.allSatisfy { $0.typeID == RTMPMessage.Kind.audio })
         let acknowledgements = items.compactMap { if case let .acknowledge(n) = $0 { n } else { nil } }
-        #expect(acknowledgements.count == 1 && acknowledgements[0] >= 1000)
+        #expect(acknowledgements.count == 1 && acknowledgements[0] >= 70_000, "\(acknowledgements)")
     }
 }
 
@@ -275,5 +275,74 @@ import Testing
         let jumped = picture(500_000)
         #expect(jumped.contains { if case .media(.timelineRestarted) = $0 { true } else { false } })
         #expect(times(jumped)[0] == after[0] + 100)
+    }
+}
+
+/// Round three's RTMP attacks, on the decoder alone (no socket): each costs the node no more than
+/// a small multiple of what the peer sent.
+@Suite struct RTMPHostileChunkTests {
+    static func handshaken(_ limits: RTMPChunkDecoder.Limits = .init()) throws -> RTMPChunkDecoder {
+        var decoder = RTMPChunkDecoder(limits: limits)
+        var buffer = ByteBuffer(bytes: [3] + [UInt8](repeating: 0, count: 3072))
+        while try decoder.next(&buffer) != nil {}
+        return decoder
+    }
+
+    /// Reassembly copied the whole unfinished message on every chunk, so a few KB of 1-byte chunks
+    /// cost seconds of the event loop every RTMP connection shares. A 512 KiB message in 1-byte
+    /// chunks took minutes of copying; appended in place it is read in linear time (the time
+    /// limit only catches the quadratic copy coming back).
+    @Test(.timeLimit(.minutes(1))) func oneByteChunksOfALargeMessageAreReadInLinearTime() throws {
+        var decoder = try Self.handshaken()
+        var encoder = RTMPChunkEncoder()
+        var wire = ByteBuffer()
+        encoder.encode(.control(RTMPMessage.Kind.setChunkSize, 1), into: &wire)
+        let length = 512 * 1024
+        wire.writeBytes([0x06, 0, 0, 0, UInt8(length >> 16), UInt8((length >> 8) & 0xFF), UInt8(length & 0xFF), 9, 1, 0, 0, 0, 0x17])
+        for index in 1..<length { wire.writeBytes([0xC6, UInt8(truncatingIfNeeded: index)]) }
+        var messages: [RTMPMessage] = []
+        while let item = try decoder.next(&wire) { if case let .message(message)? = item { messages.append(message) } }
+        let video = try #require(messages.last)
+        #expect(video.typeID == RTMPMessage.Kind.video && video.payload.readableBytes == length)
+        #expect(video.payload.getInteger(at: video.payload.readerIndex + 1000, as: UInt8.self) == UInt8(truncatingIfNeeded: 1000))
+    }
+
+    /// A window of 1 byte made every chunk owe an acknowledgement (500 KB sent held 124 MiB of
+    /// queued answers). The window has a floor of 64 KiB.
+    @Test func aTinyAcknowledgementWindowIsRaisedToTheFloor() throws {
+        var decoder = try Self.handshaken()
+        var encoder = RTMPChunkEncoder()
+        var wire = ByteBuffer()
+        encoder.encode(.control(RTMPMessage.Kind.windowAcknowledgementSize, 1), into: &wire)
+        encoder.encode(.control(RTMPMessage.Kind.setChunkSize, 1), into: &wire)
+        for _ in 0..<20_000 {
+            encoder.encode(RTMPMessage(typeID: RTMPMessage.Kind.audio, streamID: 1, payload: ByteBuffer(bytes: [0xAF, 1, 2, 3])), into: &wire)
+        }
+        let sent = wire.readableBytes
+        var acknowledgements = 0
+        while let item = try decoder.next(&wire) { if case .acknowledge? = item { acknowledgements += 1 } }
+        #expect(sent > 4 * 65_536 && acknowledgements <= sent / 65_536, "\(acknowledgements) acknowledgements for \(sent) bytes")
+    }
+
+    /// Unfinished messages on many chunk streams together are bounded, not only one by one.
+    @Test func unfinishedMessagesAcrossChunkStreamsAreBoundedTogether() throws {
+        var limits = RTMPChunkDecoder.Limits()
+        limits.maximumBytesInProgress = 1000
+        var decoder = try Self.handshaken(limits)
+        var wire = ByteBuffer()
+        for id in 3..<20 { wire.writeBytes([UInt8(id), 0, 0, 0, 0, 4, 0, 9, 1, 0, 0, 0] + [UInt8](repeating: 0, count: 128)) }
+        #expect(throws: RTMPProtocolError.tooMuchInProgress(bytes: 1024, limit: 1000)) {
+            while try decoder.next(&wire) != nil {}
+        }
+    }
+
+    /// One 8 MiB message of 1-byte NAL units took the node from 76 MiB to over 17 GB: a picture
+    /// of more than the node's 1024 NAL units is refused before it is split into them.
+    @Test func aPictureOfTooManyNALUnitsIsRefused() {
+        var payload: [UInt8] = [0x27, 0x01, 0, 0, 0]
+        for _ in 0..<2000 { payload += [0, 0, 0, 1, 0x0C] }
+        #expect(throws: FLVVideo.Problem.malformed("more than 1024 NAL units in one picture")) {
+            try FLVVideo.parse(ByteBuffer(bytes: payload), lengthSize: 4)
+        }
     }
 }

@@ -267,4 +267,47 @@ import Testing
         clients.removeAll()
         #expect(waitUntil(timeout: 10) { node.service.connectionCount == 0 && openDescriptorCount() <= baseline })
     }
+
+    // MARK: Round three
+
+    /// A publisher of another stream named a live UDP publisher's client ports in its SETUP: its
+    /// route replaced the victim's, whose media then went out as the attacker's stream, and never
+    /// came back after the attacker's TEARDOWN. Now that SETUP is refused (461), repeated SETUPs
+    /// add no routes, and the victim's publish goes on throughout.
+    @Test func aPublisherCannotTakeAnotherSessionsUDPRoute() throws {
+        let node = try TestNode()
+        let clip = try H264Clip(width: 320, height: 240, seconds: 2, keyframeInterval: 15)
+        let peer = try UDPPeer()
+        let victim = try RawRTSPClient(port: node.port)
+        let started = victim.startPublishingOverUDP(node.url("live/victim_1"), sdp: clip.sdp, peer: peer)
+        try #require(started.statuses == [200, 200, 200])
+        let streamer = RTPStreamer.datagrams(peer, serverPort: started.serverPort)
+        streamer.stream(clip, count: 20)
+        try #require(node.waitUntilPlayable("live/victim_1"))
+
+        let attacker = try RawRTSPClient(port: node.port)
+        let announced = attacker.announce(node.url("live/attacker_1"), sdp: clip.sdp)
+        #expect(announced.hasPrefix("RTSP/1.0 200"), "\(announced)")
+        let session = RawRTSPClient.sessionID(in: announced)
+        for cseq in 2..<6 {
+            attacker.send("SETUP \(node.url("live/attacker_1"))/streamid=0 RTSP/1.0\r\nCSeq: \(cseq)\r\nSession: \(session)\r\n"
+                          + "Transport: RTP/AVP;unicast;client_port=\(peer.rtpPort)-\(peer.rtpPort + 1);mode=record\r\n\r\n")
+            let answer = attacker.receiveResponse()
+            #expect(answer.hasPrefix("RTSP/1.0 461") && answer.contains("in use by another session"), "\(answer)")
+        }
+        attacker.send("RECORD \(node.url("live/attacker_1")) RTSP/1.0\r\nCSeq: 9\r\nSession: \(session)\r\n\r\n")
+        _ = attacker.receiveResponse()
+        let written = node.registry.existingStream("live/victim_1")?.framesWritten ?? 0
+        streamer.stream(clip, from: 20, count: 20)
+        #expect(waitUntil(timeout: 5) { (node.registry.existingStream("live/victim_1")?.framesWritten ?? 0) >= written + 15 },
+                "the victim's media must go on into its own stream")
+        #expect((node.registry.existingStream("live/attacker_1")?.framesWritten ?? 0) == 0, "nothing of the victim's may reach the attacker's stream")
+        attacker.send("TEARDOWN \(node.url("live/attacker_1")) RTSP/1.0\r\nCSeq: 10\r\nSession: \(session)\r\n\r\n")
+        _ = attacker.receiveResponse()
+        let after = node.registry.existingStream("live/victim_1")?.framesWritten ?? 0
+        streamer.stream(clip, from: 40, count: 20)
+        #expect(waitUntil(timeout: 5) { (node.registry.existingStream("live/victim_1")?.framesWritten ?? 0) >= after + 15 },
+                "the victim goes on after the attacker's TEARDOWN")
+        #expect(victim.keepAlive(node.url("live/victim_1"), session: started.session) == 200)
+    }
 }
