@@ -57,7 +57,7 @@ let package = Package(
         .target(
             name: "RTSPServer",
             dependencies: [
-                "RTSP", "MediaCore",
+                "RTSP", "MediaCore", "PlaybackAccess",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -66,6 +66,8 @@ let package = Package(
             ]
         ),
         // RTMP as pure codecs and a session value: handshake, chunks, AMF0, FLV media. No sockets.
+        // Signed playback tokens (who may watch): pure, HMAC-SHA256 through swift-crypto.
+        .target(name: "PlaybackAccess", dependencies: ["MediaCore", .product(name: "Crypto", package: "swift-crypto")]),
         .target(
             name: "RTMP",
             dependencies: ["MediaCore", .product(name: "NIOCore", package: "swift-nio"), .product(name: "Crypto", package: "swift-crypto")]
@@ -118,7 +120,7 @@ let package = Package(
         .target(
             name: "ControlPlane",
             dependencies: [
-                "LiveNode", "RTSPServer", "RTSP", "Transcoder", "MediaCore", "Store",
+                "LiveNode", "RTSPServer", "RTSP", "Transcoder", "MediaCore", "Store", "PlaybackAccess",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -198,7 +200,7 @@ let package = Package(
                                                           .product(name: "NIOCore", package: "swift-nio")]),
         .testTarget(
             name: "ControlPlaneTests",
-            dependencies: ["ControlPlane", "Store", "LiveNode", "MediaCore", "TestSupport", "Transcoder", "NodeApp",
+            dependencies: ["ControlPlane", "Store", "LiveNode", "MediaCore", "TestSupport", "Transcoder", "NodeApp", "PlaybackAccess",
                            .product(name: "Hummingbird", package: "hummingbird"),
                            .product(name: "NIOHTTP1", package: "swift-nio"),
                            .product(name: "NIOPosix", package: "swift-nio"),

@@ -1,4 +1,5 @@
 import Foundation
+import PlaybackAccess
 import Logging
 import LiveNode
 import MediaCore
@@ -43,6 +44,8 @@ public final class ControlPlane: Sendable {
     public let capacity: CapacityMonitor
     public let metrics: NodeMetrics
     public let tokens: TokenAuthority
+    /// Signed playback: mints tokens and checks them for RTSP, HLS and WHEP viewers.
+    public let playback: PlaybackAuthority
     public let hlsFiles: HLSFiles
     public let httpConnections: HTTPConnectionLimiter
     /// Failed logins per address: 10 at once, then one every 3 s.
@@ -92,6 +95,9 @@ public final class ControlPlane: Sendable {
         self.node = node
         provisions = ProvisionBook(store: store, node: node)
         tokens = await TokenAuthority(secret: configuration.credentials.jwtSecret, lifetime: configuration.tokenLifetime)
+        playback = PlaybackAuthority(secret: configuration.credentials.playbackSecret) { path in
+            node.ladders.first { $0.holds(path) }
+        }
         hlsFiles = HLSFiles(root: nodeConfiguration.dataDirectory.appendingPathComponent(HLSLayout.liveRoot))
         httpConnections = HTTPConnectionLimiter(limits: configuration.httpConnections)
     }

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import PlaybackAccess
 import RTSP
 import Logging
 import MediaCore
@@ -60,6 +61,12 @@ public enum HTTPAPI {
                 return provisionFailure(error)
             }
         }
+
+        // Signed playback: a token for a ladder (every rung) or one rung, for RTSP, HLS and WHEP.
+        router.group("/as/v1/streams/playback-token").add(middleware: BearerTokenAuthenticator(plane: plane))
+            .post("{nodeGroup}/**") { request, context in
+                try await mintPlaybackToken(plane, group: try nodeGroup(context), guid: catchAllGuid(context), body: try await collectBody(request))
+            }
 
         provisions.get("{nodeGroup}") { _, context in
             let stored = try await plane.provisions.list(nodeGroup: try nodeGroup(context))
@@ -216,15 +223,19 @@ public enum HTTPAPI {
                                                                     allowMethods: [.get, .head, .options], maxAge: .seconds(3600)))
         // Preflight requests: the middleware answers them once a route matches.
         hls.on("**", method: .options) { _, _ in Response(status: .noContent) }
-        hls.get("**") { request, _ in
+        hls.get("**") { request, context in
             let prefix = "/\(HLSLayout.liveRoot)/"
             let raw = request.uri.path
-            guard raw.hasPrefix(prefix), let file = plane.hlsFiles.resolve(rawPath: raw.dropFirst(prefix.count)),
-                  let data = try? Data(contentsOf: file.url) else {
-                return error(.notFound, "no such HLS file")
+            guard raw.hasPrefix(prefix) else { return error(.notFound, "no such HLS file") }
+            // Access first: a signed ladder says nothing, not even which files exist, without a token.
+            let access = hlsAccess(plane, path: String(raw.dropFirst(prefix.count)).removingPercentEncoding ?? "", request: request, context: context)
+            if case let .refused(response) = access { return response }
+            guard let file = plane.hlsFiles.resolve(rawPath: raw.dropFirst(prefix.count)), let data = try? Data(contentsOf: file.url) else { return error(.notFound, "no such HLS file") }
+            var body = ByteBuffer(bytes: data)
+            if case let .carry(token) = access, !token.isEmpty, file.url.pathExtension == "m3u8" {
+                body = ByteBuffer(string: PlaylistTokens.carrying(token, in: String(decoding: data, as: UTF8.self)))
             }
-            return Response(status: .ok, headers: [.contentType: file.contentType, .cacheControl: file.cacheControl],
-                            body: .init(byteBuffer: ByteBuffer(bytes: data)))
+            return Response(status: .ok, headers: [.contentType: file.contentType, .cacheControl: file.cacheControl], body: .init(byteBuffer: body))
         }
         return router
     }

@@ -8,6 +8,11 @@ public struct NodeCredentials: Sendable, Equatable {
     public var adminUser: String
     public var adminPassword: String
     public var jwtSecret: String
+    /// The secret playback token keys are derived from (`ABR_WORKER_PLAYBACK_SECRET`); the JWT
+    /// signing secret when unset, which every node of a fleet shares already. Derived keys reveal
+    /// neither.
+    public var playbackSecretOverride: String?
+    public var playbackSecret: String { playbackSecretOverride ?? jwtSecret }
     /// Which values were generated just now: the caller prints them once.
     public var generated: [String] = []
 
@@ -56,6 +61,7 @@ public struct NodeCredentials: Sendable, Equatable {
             adminPassword: value("ABR_WORKER_ADMIN_PASSWORD", \.adminPassword, bytes: 12),
             jwtSecret: value("ABR_WORKER_JWT_SECRET", \.jwtSecret, bytes: 32))
         credentials.generated = generated
+        credentials.playbackSecretOverride = environment["ABR_WORKER_PLAYBACK_SECRET"].flatMap { $0.isEmpty ? nil : $0 }
         if !generated.isEmpty {
             try FileManager.default.createDirectory(at: dataDirectory, withIntermediateDirectories: true)
             let encoder = JSONEncoder()

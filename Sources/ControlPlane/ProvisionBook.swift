@@ -97,7 +97,7 @@ public final class ProvisionBook: Sendable {
         } catch {
             throw .invalid([ProvisionProblem(path: "$", message: "the store refused it: \(error)")])
         }
-        for (ladder, _) in batch { try? node.provision(ladder) }
+        for (ladder, stored) in batch { try? node.provision(Self.scoped(ladder, stored)) }
         return batch.map(\.1)
     }
 
@@ -121,7 +121,16 @@ public final class ProvisionBook: Sendable {
 
     /// The ladder a stored provision describes.
     public static func ladder(_ stored: StoredProvision) throws -> Ladder {
-        try ProvisionParser.parse(Array(stored.document.utf8), streamGuid: stored.format == .streamManager1 ? stored.streamGuid : nil)
+        scoped(try ProvisionParser.parse(Array(stored.document.utf8), streamGuid: stored.format == .streamManager1 ? stored.streamGuid : nil),
+               stored)
+    }
+
+    /// The ladder bound to its stored provision: its node group, and the time it was stored (what
+    /// its playback tokens are bound to, so every node of the fleet computes the same).
+    static func scoped(_ ladder: Ladder, _ stored: StoredProvision) -> Ladder {
+        var ladder = ladder
+        ladder.scope = ProvisionScope(nodeGroup: stored.nodeGroup, epoch: Int64((stored.createdAt * 1000).rounded()))
+        return ladder
     }
 
     /// Makes the node's ladders what the store holds: provisions stored through another node are

@@ -33,11 +33,23 @@ public struct Ladder: Sendable, Hashable, Codable {
     public var variants: [Variant]
     /// What the top variant's publisher must authenticate with; nil lets anyone publish it.
     public var publisherCredentials: StreamCredentials?
+    /// Whether a viewer needs a signed playback token (the provision's `playback.signed`).
+    public var requiresSignedPlayback: Bool
+    /// The node group and provision the ladder came from: what its playback tokens are bound to.
+    public var scope: ProvisionScope
 
-    public init(streamGuid: String, variants: [Variant], publisherCredentials: StreamCredentials? = nil) {
+    public init(streamGuid: String, variants: [Variant], publisherCredentials: StreamCredentials? = nil,
+                requiresSignedPlayback: Bool = false, scope: ProvisionScope = ProvisionScope()) {
         self.streamGuid = streamGuid
         self.variants = variants.sorted { $0.level < $1.level }
         self.publisherCredentials = publisherCredentials
+        self.requiresSignedPlayback = requiresSignedPlayback
+        self.scope = scope
+    }
+
+    /// Whether `path` names this ladder or one of its variants.
+    public func holds(_ path: String) -> Bool {
+        path == streamGuid || variants.contains { $0.streamGuid == path }
     }
 
     public var top: Variant { variants[0] }
@@ -45,6 +57,18 @@ public struct Ladder: Sendable, Hashable, Codable {
     /// The last path component of the top guid (`stream1` for `live/stream1`): the stem of output file names.
     public var name: String {
         String(streamGuid.split(separator: "/").last ?? Substring(streamGuid))
+    }
+}
+
+/// Where a provision was made: its node group, and when it was stored (milliseconds since 1970),
+/// so that a stream deleted and provisioned again is a new provision to every token.
+public struct ProvisionScope: Sendable, Hashable, Codable {
+    public var nodeGroup: String
+    public var epoch: Int64
+
+    public init(nodeGroup: String = "default", epoch: Int64 = 0) {
+        self.nodeGroup = nodeGroup
+        self.epoch = epoch
     }
 }
 

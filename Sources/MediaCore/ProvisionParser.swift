@@ -76,7 +76,24 @@ public enum ProvisionParser {
             problems.checkCount(streams.count, path: "\(path).streams")
         }
         let credentials = problems.credentials(value["credentials"], path: "\(path).credentials")
-        return try problems.finish(topGuid: topGuid, drafts: drafts, credentials: credentials)
+        var ladder = try problems.finish(topGuid: topGuid, drafts: drafts, credentials: credentials)
+        ladder.requiresSignedPlayback = try signedPlayback(value["playback"], path: "\(path).playback")
+        return ladder
+    }
+
+    /// `"playback": {"signed": true}` asks viewers for a signed playback token; absent or false leaves playback open.
+    static func signedPlayback(_ value: JSONValue?, path: String) throws(ProvisionError) -> Bool {
+        switch value {
+        case nil, .null?: return false
+        case .object?:
+            switch value?["signed"] {
+            case nil, .null?: return false
+            case let .bool(signed)?: return signed
+            case let other?: throw ProvisionError(path: "\(path).signed", message: "expected true or false (got \(other.shortDescription))")
+            }
+        case let other?:
+            throw ProvisionError(path: path, message: "expected an object such as {\"signed\": true} (got \(other.shortDescription))")
+        }
     }
 
     static func parseStreamManager1(_ value: JSONValue, streamGuid override: String?) throws(ProvisionError) -> Ladder {

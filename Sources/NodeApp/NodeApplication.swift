@@ -245,6 +245,7 @@ private func startListeners(_ settings: NodeSettings, environment: [String: Stri
     if let user = environment["ABR_WORKER_PLAYER_USER"], !user.isEmpty {
         rtsp.playerCredentials = StreamCredentials(username: user, password: environment["ABR_WORKER_PLAYER_PASSWORD"] ?? "")
     }
+    rtsp.playback = plane.playback
     let rtspService = RTSPService(configuration: rtsp, registry: registry, policy: plane.node)
     plane.attachPlayers(rtspService)
     let rtspPort = try bind("RTSP", port: settings.rtspPort, rtspService.start, shutdown: rtspService.shutdown)

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import DequeModule
 import Logging
+import PlaybackAccess
 import MediaCore
 import NIOCore
 import RTSP
@@ -19,6 +20,11 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
     /// Streams this connection asked for with `?abr=off` (clients drop the query after DESCRIBE:
     /// their SETUP and PLAY go to the Content-Base).
     private var pinnedPaths: Set<String> = []
+    /// Streams this connection opened with a valid playback token (at DESCRIBE, whose query the
+    /// client then drops), so its SETUPs need not carry it again.
+    private var grantedPaths: Set<String> = []
+    /// The client's IP address: what an address-bound playback token is checked against.
+    private var remoteIP = "?"
     private var logger: Logger
     /// The address this connection was counted under, once admitted.
     private var admittedAddress: String?
@@ -41,6 +47,7 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
     func channelActive(context: ChannelHandlerContext) {
         logger[metadataKey: "rtsp.peer"] = "\(context.remoteAddress?.description ?? "?")"
         let address = context.remoteAddress?.ipAddress ?? "?"
+        remoteIP = address
         guard server.admitConnection(from: address) else {
             server.refusals.log(logger, "connection refused: too many connections", metadata: ["rtsp.address": "\(address)"])
             reply(context: context, RTSPResponse(status: 503, headers: ["Connection": "close"], body: Array("too many connections\n".utf8)), cseq: nil)
@@ -225,6 +232,21 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
         return ["Session": "\(session.id);timeout=\(server.configuration.sessionTimeout)"]
     }
 
+    /// nil when the stream at `path` is open, or the request's `?token=` opens it (checked once
+    /// per connection and stream: a token that expires later does not end what it began);
+    /// otherwise the 401 (no token) or 403 (a refused one) to send, saying why.
+    private func playbackRefusal(_ request: RTSPRequest, path: String) -> Outcome? {
+        guard let playback = server.configuration.playback else { return nil }
+        let streamPath = RTSPURL.stripControl(path)
+        if grantedPaths.contains(streamPath) { return nil }
+        if let refusal = playback.refusal(path: streamPath, token: RTSPURL.queryValue(request.uri, name: "token"), clientAddress: remoteIP) {
+            server.refusals.log(logger, "playback refused: \(refusal)", metadata: ["stream.guid": "\(streamPath)", "rtsp.address": "\(remoteIP)"])
+            return Outcome(response: RTSPResponse(status: refusal.status, body: Array("\(refusal)\n".utf8)))
+        }
+        if grantedPaths.count < 16 { grantedPaths.insert(streamPath) }
+        return nil
+    }
+
     /// nil when `request` proves `credentials` (or none are required); otherwise the 401 to send.
     private func unauthorized(_ request: RTSPRequest, credentials: StreamCredentials?, path: String) -> Outcome? {
         guard let credentials else { return nil }
@@ -242,6 +264,7 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
     private func describe(_ request: RTSPRequest) -> Outcome {
         guard let path = RTSPURL.path(of: request.uri) else { return Outcome(response: RTSPResponse(status: 400)) }
         if let refusal = unauthorized(request, credentials: server.configuration.playerCredentials, path: path) { return refusal }
+        if let refusal = playbackRefusal(request, path: path) { return refusal }
         if let reason = server.newPlayerRefusal {
             return Outcome(response: RTSPResponse(status: 503, body: Array("\(reason)\n".utf8)))
         }
@@ -323,6 +346,7 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
             // A player's first SETUP opens its session on the stream the URL names.
             let path = RTSPURL.stripControl(urlPath)
             if let refusal = unauthorized(request, credentials: server.configuration.playerCredentials, path: path) { return refusal }
+            if let refusal = playbackRefusal(request, path: path) { return refusal }
             guard let stream = server.registry.existingStream(path), stream.isPlayable else {
                 return Outcome(response: RTSPResponse(status: 404))
             }

@@ -1,5 +1,6 @@
 import Dispatch
 import Logging
+import PlaybackAccess
 import MediaCore
 import NIOCore
 import NIOPosix
@@ -35,6 +36,9 @@ public final class RTSPService: Sendable {
         public var announceTimeout = 10
         /// When set, DESCRIBE and player SETUP require these (Digest or Basic).
         public var playerCredentials: StreamCredentials?
+        /// Signed playback: streams whose provision asks for it need a `?token=` at DESCRIBE or
+        /// the first SETUP. Nil leaves every stream open.
+        public var playback: PlaybackAuthority?
         public var limits = RTSPMessageParser.Limits()
         /// Bytes a player may have queued before it alone skips to the next IDR.
         public var playerBacklogLimit = 4 * 1024 * 1024

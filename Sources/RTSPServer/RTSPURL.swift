@@ -27,6 +27,18 @@ enum RTSPURL {
         }
     }
 
+    /// The value of query parameter `name` (`?token=…&abr=off`), up to the next `&`, `/` or `#`
+    /// (clients append track controls after the query); nil when absent.
+    static func queryValue(_ uri: String, name: String) -> String? {
+        guard let query = uri.firstIndex(of: "?") else { return nil }
+        for parameter in uri[uri.index(after: query)...].split(separator: "&") {
+            let pair = parameter.split(separator: "=", maxSplits: 1)
+            guard pair.count == 2, pair[0] == name else { continue }
+            return String(pair[1].prefix { $0 != "/" && $0 != "#" })
+        }
+        return nil
+    }
+
     /// `scheme://host:port/<path>` from a request URI, for Content-Base and RTP-Info.
     static func base(of uri: String, path: String) -> String {
         guard let scheme = uri.range(of: "://") else { return "/" + path }
