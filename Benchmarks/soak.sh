@@ -5,7 +5,9 @@
 # hostile clients now and then: malformed and trickled requests, and every 20 s a round of
 # Benchmarks/hostile-clients.py (a player with client_port=0, one hoarding sessions, a header
 # injection, a publisher with a wrong password, forged RTP datagrams, HTTP half-open
-# connections, failed logins), logged to Benchmarks/work/soak/hostile.log.
+# connections, failed logins; RTMP chunk floods and peers that never read, NAL-unit floods over
+# RTMP and SRT, another session's UDP route, anonymous node requests, accessToken guesses,
+# handshake floods, signed playback without a token), logged to Benchmarks/work/soak/hostile.log.
 # Every minute it records the node's resident memory, its open file descriptors, the players connected and the job's state, so a leak shows as a slope.
 #
 #   Benchmarks/soak.sh [minutes]     (default 30; ./abr soak runs it)
@@ -24,10 +26,15 @@ worker=.build/release/abr-worker
 rtsp_port=18754
 http_port=18755
 rtp_port=18756
+rtmp_port=18757
+srt_port=18758
+admin_password=soak-admin-password
 
 # ABR_SOAK_PREFIX runs the node under a tool (e.g. "heaptrack -o Benchmarks/work/soak/heap") to see
 # where memory goes; the figures below are then the node's own, found by its command line.
-${ABR_SOAK_PREFIX:-} "$worker" serve --rtsp-port "$rtsp_port" --http-port "$http_port" --rtp-port "$rtp_port" --data-dir "$work/data" --status-interval 0 \
+ABR_WORKER_ADMIN_PASSWORD=$admin_password ABR_WORKER_SM1_ACCESS_TOKEN=soak-sm1-token-0123456789 \
+${ABR_SOAK_PREFIX:-} "$worker" serve --rtsp-port "$rtsp_port" --http-port "$http_port" --rtp-port "$rtp_port" \
+  --rtmp-port "$rtmp_port" --srt-port "$srt_port" --data-dir "$work/data" --status-interval 0 \
   --provision Fixtures/provisions/sm2-3-level.json --publish-loop Fixtures/720p30-h264-aac.mp4 >"$work/node.log" 2>&1 &
 node=$!
 if [ -n "${ABR_SOAK_PREFIX:-}" ]; then
@@ -78,7 +85,8 @@ s=socket.create_connection(('127.0.0.1',$rtsp_port)); s.sendall(sys.stdin.buffer
     timeout 3 python3 -c "
 import socket,os
 s=socket.create_connection(('127.0.0.1',$rtsp_port)); s.sendall(os.urandom(3000))" >/dev/null 2>&1 || true
-    timeout 60 python3 Benchmarks/hostile-clients.py "$rtsp_port" "$http_port" "$rtp_port" >>"$work/hostile.log" 2>&1 || true
+    timeout 120 python3 Benchmarks/hostile-clients.py "$rtsp_port" "$http_port" "$rtp_port" "$rtmp_port" "$srt_port" "$admin_password" \
+      >>"$work/hostile.log" 2>&1 || true
     sleep 20
   done
 }

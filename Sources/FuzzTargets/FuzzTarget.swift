@@ -35,6 +35,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case rtmpSession = "rtmp-session"
     case srtStreamID = "srt-stream-id"
     case elementaryStreams = "elementary-streams"
+    case rtmpChunks = "rtmp-chunks"
+    case transportStreamGuard = "ts-guard"
 
     public func run(_ bytes: [UInt8]) {
         switch self {
@@ -63,6 +65,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .rtmpSession: Self.rtmpSession(bytes)
         case .srtStreamID: Self.srtStreamID(bytes)
         case .elementaryStreams: Self.elementaryStreams(bytes)
+        case .rtmpChunks: Self.rtmpChunks(bytes)
+        case .transportStreamGuard: Self.transportStreamGuard(bytes)
         }
     }
 
@@ -330,6 +334,51 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             }
             guard let chunk = chunks.popFirst() else { return }
             buffer.writeBytes(chunk)
+        }
+    }
+
+    /// RTMP chunking alone, with Set Chunk Size, Abort and Window Acknowledgement Size among the
+    /// chunks (small limits, so they are reached): whatever the bytes, acknowledgements come at most
+    /// once per window floor, and no message exceeds its limit.
+    static func rtmpChunks(_ bytes: [UInt8]) {
+        guard let first = bytes.first else { return }
+        var limits = RTMPChunkDecoder.Limits()
+        limits.maximumMessageLength = 64 * 1024
+        limits.maximumBytesInProgress = 96 * 1024
+        limits.minimumAcknowledgementWindow = 4096
+        var decoder = RTMPChunkDecoder(limits: limits)
+        var buffer = ByteBuffer(bytes: [3] + [UInt8](repeating: 0, count: 2 * RTMPHandshake.packetSize))
+        var acknowledgements = 0
+        for chunk in bytes.dropFirst().chunks(of: Int(first % 64) + 1) {
+            buffer.writeBytes(chunk)
+            do {
+                while let item = try decoder.next(&buffer) {
+                    switch item {
+                    case let .message(message)?:
+                        precondition(message.payload.readableBytes <= limits.maximumMessageLength, "a message over the limit")
+                    case .acknowledge?:
+                        acknowledgements += 1
+                    default:
+                        break
+                    }
+                }
+            } catch {
+                return
+            }
+            precondition(UInt64(acknowledgements) <= decoder.bytesReceived / 4096 + 1, "an acknowledgement more often than the window floor")
+        }
+    }
+
+    /// MPEG-TS on its way to libavformat, cut into reads by the first byte: the guard either takes
+    /// it or throws, and never traps.
+    static func transportStreamGuard(_ bytes: [UInt8]) {
+        guard let first = bytes.first else { return }
+        var limits = TransportStreamGuard.Limits()
+        limits.maximumNALUnits = 16
+        limits.maximumAccessUnitBytes = 4096
+        var guardian = TransportStreamGuard(limits: limits)
+        for chunk in bytes.dropFirst().chunks(of: Int(first) * 8 + 1) {
+            do { try guardian.inspect(chunk) } catch { return }
         }
     }
 
