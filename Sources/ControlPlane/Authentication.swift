@@ -35,7 +35,7 @@ struct BearerTokenAuthenticator: AuthenticatorMiddleware {
         case let .success(subject):
             return APIIdentity(subject: subject, scheme: .bearerToken)
         case let .failure(refusal):
-            plane.refusals.log(plane.logger, "request refused: \(refusal.reason)", metadata: ["path": "\(request.uri.path.prefix(256))", "http.address": "\(context.clientAddress)"])
+            plane.refusals.log(plane.logger, "request refused: \(refusal.reason)", kind: "bearer", metadata: ["path": "\(request.uri.path.prefix(256))", "http.address": "\(context.clientAddress)"])
             throw HTTPError(.unauthorized, headers: [.wwwAuthenticate: "Bearer error=\"invalid_token\""], message: refusal.reason)
         }
     }
@@ -56,7 +56,7 @@ struct StreamManager1AccessTokenAuthenticator: AuthenticatorMiddleware {
         }
         guard let given = request.uri.queryParameters.get("accessToken"), constantTimeEqual(given, expected) else {
             plane.accessTokenThrottle.record(address, now: AddressThrottle.now())
-            plane.refusals.log(plane.logger, "request refused: missing or wrong accessToken",
+            plane.refusals.log(plane.logger, "request refused: missing or wrong accessToken", kind: "accessToken",
                                metadata: ["path": "\(request.uri.path.prefix(256))", "http.address": "\(address)"])
             throw HTTPError(.unauthorized, message: "missing or wrong accessToken")
         }

@@ -33,7 +33,7 @@ extension HTTPAPI {
         let token = request.uri.queryParameters.get("token")
         let address = context.clientAddress
         if let refusal = plane.playback.refusal(path: streamPath, token: token, clientAddress: address) {
-            plane.refusals.log(plane.logger, "playback refused: \(refusal)", metadata: ["stream.guid": "\(streamPath)", "http.address": "\(address)"])
+            plane.refusals.log(plane.logger, "playback refused: \(refusal)", kind: "playback \(refusal.status)", metadata: ["stream.guid": "\(streamPath)", "http.address": "\(address)"])
             return .refused(error(refusal.status == 401 ? .unauthorized : .forbidden, refusal.description))
         }
         guard file == Substring(HLSLayout.masterPlaylist), let token else { return .carry(token ?? "") }

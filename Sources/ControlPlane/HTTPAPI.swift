@@ -40,7 +40,7 @@ public enum HTTPAPI {
             let passwordMatches = constantTimeEqual(password, credentials.adminPassword)
             guard userMatches && passwordMatches else {
                 plane.loginThrottle.record(address, now: AddressThrottle.now())
-                plane.refusals.log(plane.logger, "login refused", metadata: ["user": "\(user.prefix(64))", "http.address": "\(address)"])
+                plane.refusals.log(plane.logger, "login refused", kind: "login", metadata: ["user": "\(user.prefix(64))", "http.address": "\(address)"])
                 return error(.unauthorized, "wrong user or password", challenge: "Basic realm=\"abr-worker\"")
             }
             let token = try await plane.tokens.issue(subject: user)

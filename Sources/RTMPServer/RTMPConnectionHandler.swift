@@ -38,7 +38,7 @@ final class RTMPConnectionHandler: ChannelInboundHandler {
         logger[metadataKey: "rtmp.peer"] = "\(remote)"
         let address = context.remoteAddress?.ipAddress ?? "?"
         guard service.connections.admit(address) else {
-            service.refusals.log(logger, "connection refused: too many connections", metadata: ["rtmp.address": "\(address)"])
+            service.refusals.log(logger, "connection refused: too many connections", kind: "connections", metadata: ["rtmp.address": "\(address)"])
             context.close(promise: nil)
             return
         }
@@ -118,7 +118,7 @@ final class RTMPConnectionHandler: ChannelInboundHandler {
         if let required = service.policy.publisherCredentials(for: path) {
             guard let user = intent.username, let password = intent.password,
                   constantTimeEqual(user, required.username), constantTimeEqual(password, required.password) else {
-                service.refusals.log(logger, "authentication failed", metadata: ["stream.guid": "\(path)", "rtmp.address": "\(remote)"])
+                service.refusals.log(logger, "authentication failed", kind: "authentication", metadata: ["stream.guid": "\(path)", "rtmp.address": "\(remote)"])
                 return session.refuse(code: "NetConnection.Connect.Rejected",
                                       description: "\(path) needs the provision's credentials (?user=…&password=… on the stream key or the URL)")
             }

@@ -49,7 +49,7 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
         let address = context.remoteAddress?.ipAddress ?? "?"
         remoteIP = address
         guard server.admitConnection(from: address) else {
-            server.refusals.log(logger, "connection refused: too many connections", metadata: ["rtsp.address": "\(address)"])
+            server.refusals.log(logger, "connection refused: too many connections", kind: "connections", metadata: ["rtsp.address": "\(address)"])
             reply(context: context, RTSPResponse(status: 503, headers: ["Connection": "close"], body: Array("too many connections\n".utf8)), cseq: nil)
             context.close(promise: nil)
             return
@@ -240,7 +240,7 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
         let streamPath = RTSPURL.stripControl(path)
         if grantedPaths.contains(streamPath) { return nil }
         if let refusal = playback.refusal(path: streamPath, token: RTSPURL.queryValue(request.uri, name: "token"), clientAddress: remoteIP) {
-            server.refusals.log(logger, "playback refused: \(refusal)", metadata: ["stream.guid": "\(streamPath)", "rtsp.address": "\(remoteIP)"])
+            server.refusals.log(logger, "playback refused: \(refusal)", kind: "playback \(refusal.status)", metadata: ["stream.guid": "\(streamPath)", "rtsp.address": "\(remoteIP)"])
             return Outcome(response: RTSPResponse(status: refusal.status, body: Array("\(refusal)\n".utf8)))
         }
         if grantedPaths.count < 16 { grantedPaths.insert(streamPath) }
@@ -254,7 +254,7 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
         if server.authenticator.verify(request.headers["Authorization"], method: request.method, requestURI: request.uri,
                                        credentials: credentials, now: now) { return nil }
         if request.headers["Authorization"] != nil {
-            server.refusals.log(logger, "authentication failed", metadata: ["stream.guid": "\(path)", "method": "\(request.method)"])
+            server.refusals.log(logger, "authentication failed", kind: "authentication", metadata: ["stream.guid": "\(path)", "method": "\(request.method)"])
         }
         var headers = RTSPHeaders()
         for challenge in server.authenticator.challenges(now: now) { headers.add("WWW-Authenticate", challenge) }

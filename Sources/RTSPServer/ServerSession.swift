@@ -166,6 +166,11 @@ final class ServerSession: Sendable {
             for (ready, lost) in track.reorder.push(packet) {
                 switch track.kind {
                 case var .video(depacketizer):
+                    // Held once while it takes the packet: left in `track` and in the table too, its
+                    // buffers were shared, so each FU-A fragment copied the whole NAL unit gathered so
+                    // far (a keyframe's fragments cost the square of its size). Put back below.
+                    track.kind = .unsupported
+                    state.tracks[index].kind = .unsupported
                     for unit in depacketizer.push(ready, lostBefore: lost) {
                         // Parameter sets in the unit itself, else the latest seen in-band (sent apart).
                         let sps = unit.nalUnits.last { ($0.first ?? 0) & 0x1F == 7 } ?? depacketizer.sps

@@ -151,7 +151,7 @@ public final class SRTService: @unchecked Sendable {
         let address = Self.describe(peer)
         func refuse(_ code: Int32, _ reason: String) -> Int32 {
             // Handshakes cost a peer nothing: their refusals are logged a line a second at most.
-            refusals.log(logger, "SRT publish refused", metadata: ["srt.peer": "\(address.full)", "srt.streamid": "\(Self.printable(streamID))",
+            refusals.log(logger, "SRT publish refused", kind: "\(code)", metadata: ["srt.peer": "\(address.full)", "srt.streamid": "\(Self.printable(streamID))",
                                                                    "reason": "\(reason)", "srt.reject": "\(code)"], level: .info)
             srt_setrejectreason(socket, code)
             return -1

@@ -36,5 +36,8 @@ import Testing
         let logged = lines.stored.withLock { $0 }
         #expect(logged.count == 2)
         #expect(logged.last?.1["refusals.suppressed"] == "119", "the next line says how many were left out")
+        // Another kind of refusal is not hidden behind a flood of the first.
+        refusals.log(logger, "not provisioned", kind: "404", now: start + .milliseconds(1201))
+        #expect(lines.stored.withLock { $0.count } == 3)
     }
 }
