@@ -96,7 +96,7 @@ public final class ControlPlane: Sendable {
         provisions = ProvisionBook(store: store, node: node)
         tokens = await TokenAuthority(secret: configuration.credentials.jwtSecret, lifetime: configuration.tokenLifetime)
         playback = PlaybackAuthority(secret: configuration.credentials.playbackSecret) { path in
-            node.ladders.first { $0.holds(path) }
+            Self.ladder(holding: path, in: node)
         }
         hlsFiles = HLSFiles(root: nodeConfiguration.dataDirectory.appendingPathComponent(HLSLayout.liveRoot))
         httpConnections = HTTPConnectionLimiter(limits: configuration.httpConnections)
@@ -224,6 +224,15 @@ public final class ControlPlane: Sendable {
         var view = jobView(ladder)
         view.history = try? await store.history(ladder.streamGuid, limit: 100)
         return view
+    }
+
+    /// The ladder `path` names or one of whose variants it names, by at most two dictionary
+    /// lookups (a variant's guid is always `<ladder guid>_<level>`): it runs on every player's
+    /// session start and every signed HLS request.
+    static func ladder(holding path: String, in node: LiveNode) -> Ladder? {
+        if let ladder = node.ladder(path) { return ladder }
+        guard let underscore = path.lastIndex(of: "_"), let ladder = node.ladder(String(path[..<underscore])), ladder.holds(path) else { return nil }
+        return ladder
     }
 
     public func ladder(containing guid: String) -> Ladder? {

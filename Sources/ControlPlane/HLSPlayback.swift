@@ -22,9 +22,14 @@ extension HTTPAPI {
     /// Whether `request` may have the HLS file at `path` (decoded, after `/hls/`), and what its
     /// playlists must carry.
     static func hlsAccess(_ plane: ControlPlane, path: String, request: Request, context: NodeRequestContext) -> HLSAccess {
-        guard let ladder = plane.node.ladders.first(where: { path.hasPrefix($0.streamGuid + "/") }), ladder.requiresSignedPlayback else {
-            return .open
-        }
+        // `<ladder guid>/<file>` or `<ladder guid>/<variant folder>/<file>`: the guid by direct lookup,
+        // not a scan of every ladder, since this runs for every segment a player fetches.
+        let components = path.split(separator: "/", omittingEmptySubsequences: false)
+        let ladder = [1, 2].lazy.compactMap { dropped -> Ladder? in
+            guard components.count > dropped else { return nil }
+            return plane.node.ladder(components.dropLast(dropped).joined(separator: "/"))
+        }.first
+        guard let ladder, ladder.requiresSignedPlayback else { return .open }
         let file = path.dropFirst(ladder.streamGuid.count + 1)
         let folder = file.split(separator: "/").first.map(String.init) ?? ""
         // A variant's files: the token may be for that variant or the ladder; the ladder's own files need the ladder's.

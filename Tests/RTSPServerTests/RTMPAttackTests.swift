@@ -94,7 +94,7 @@ import Testing
         let started = Date()
         let floods = [copyFlood, acknowledgementFlood, commandFlood]
         let group = DispatchGroup()
-        let counts = Mutex3()
+        let counts = SentCounts()
         // Each client is used by its one sending thread only.
         nonisolated(unsafe) let clients = attackers
         for (index, flood) in floods.enumerated() {
@@ -116,12 +116,12 @@ import Testing
         // Once they stop sending, the idle timeout closes them even though they never read.
         #expect(waitUntil(timeout: 12) { listener.rtmp.connectionCount <= 1 }, "\(listener.rtmp.connectionCount) connections left")
         #expect(listener.node.registry.existingStream("live/legit_1")?.isPlayable == true)
-        _ = attackers
+        withExtendedLifetime(attackers) {}  // the attackers' sockets stay open until the node closes them
     }
 }
 
-/// Three counters written from three threads.
-final class Mutex3: @unchecked Sendable {
+/// Bytes each attacker sent, written from their sending threads.
+final class SentCounts: @unchecked Sendable {
     // @unchecked: every access holds `lock`.
     private let lock = NSLock()
     private var storage = [0, 0, 0]
