@@ -193,6 +193,7 @@ let package = Package(
             name: "RTSPServerTests",
             dependencies: ["RTSPServer", "RTSP", "MediaCore", "Transcoder", "LiveNode", "TestSupport", "RTMP", "RTMPServer",
                            .product(name: "NIOCore", package: "swift-nio"),
+                           .product(name: "NIOEmbedded", package: "swift-nio"),
                            .product(name: "NIOPosix", package: "swift-nio"),
                            .product(name: "Logging", package: "swift-log")]
         ),

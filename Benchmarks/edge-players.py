@@ -1,27 +1,40 @@
 #!/usr/bin/env python3
 """Players on replayed links, for `Benchmarks/edge.sh` (runs inside its network namespace).
 
-Each player is a small RTSP client over TCP (interleaved) bound to its own local port, so one
-tc htb class per player shapes what the node sends it. Every second the controller sets each
-class to its trace's next rate (a step for the step player). Each player records, per picture,
-when it arrived and its RTP time, and writes the H.264 it got (Annex B) for ffprobe to decode.
+Every player connects to its own address on the namespace's loopback (127.0.0.10, .11, ...), so
+one tc htb class per player, matched on that address, shapes what the node sends it. A class has
+the player's link model: its shaper's burst (htb `burst`/`cburst`, 1.5 KB to 64 KB: what a
+cellular or Wi-Fi link lets through at once) and its queue (a pfifo of 10 to 1000 packets). Every
+second the controller sets each class to its trace's next rate (a step for the step players).
 
-From that it reports, per player: the rate it received, freeze seconds (a player that starts
-after 1 s of media and stalls when the next picture is late), lag growth (how much further
-behind live it ended than it started, in median seconds over the first and last 10 s), and
-switches (from the node's job view); for the step player also how long after each step the node
-decided to move it (its `playerSwitched` event, read from the job's event stream) and how long
+Kinds of player, each on the same links:
+- `reader`: a small RTSP client over TCP (interleaved) that records, per picture, when it arrived
+  and its RTP time, writes the H.264 it got for ffprobe to decode, and sends a GET_PARAMETER
+  keep-alive every 15 s and nothing else (no RTCP);
+- `raw`: the same, but it sends nothing at all after PLAY and reads as fast as the link allows
+  (a recorder, a relay, a small custom client);
+- `ffmpeg` and `gst`: ffmpeg and GStreamer (rtspsrc over TCP, avdec_h264) decoding the stream;
+  each decoded picture's arrival and time come from ffmpeg's showinfo and GStreamer's identity.
+
+From that it reports, per player: the rate its link delivered (the class's bytes), freeze
+seconds (a player that starts after 1 s of media and stalls when the next picture is late), lag
+growth (how much further behind live it ended than it started, in median seconds over the first
+and last 10 s), decoder errors, and switches (from the node's job view); for step players also
+how long after each step the node decided to move it (its `playerSwitched` event) and how long
 until the move landed (the first picture with the new rung's SPS). Output: one JSON object per
 player on standard output.
 
-    edge-players.py RTSP_URL HTTP_BASE SECONDS STEP|- TRACE...   (TRACE: path@start_seconds)
+    edge-players.py RTSP_PORT STREAM HTTP_BASE SECONDS PLAYERS.json
+
+PLAYERS.json: a list of {"name", "kind", "burst" (bytes), "queue" (packets), "rates" (kbit/s per
+second), "step" (true for a step player)}.
 """
 import json, re, struct, subprocess, sys, threading, time, urllib.request
 
 from rtsp_play import start_session
 
-url, http_base, seconds, step_spec = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
-traces = sys.argv[5:]
+port, stream, http_base, seconds = int(sys.argv[1]), sys.argv[2], sys.argv[3], float(sys.argv[4])
+specs = json.load(open(sys.argv[5]))
 FLOOR_KBPS = 8  # a trace's 0 kbit/s outage, as a class cannot be 0
 
 
@@ -29,43 +42,46 @@ def tc(*arguments):
     subprocess.run(["tc", *arguments], check=True, capture_output=True)
 
 
-def load_trace(spec):
-    if spec.startswith("wide"):  # a clean link all along: "wide@<n>" names player n
-        return spec.replace("@", "-"), [100000] * int(seconds)
-    path, start = spec.rsplit("@", 1)
-    entries = json.load(open(path))
-    rates = []
-    for entry in entries:
-        for _ in range(max(1, round(entry["duration_ms"] / 1000))):
-            rates.append(max(FLOOR_KBPS, int(entry["bandwidth_kbps"])))
-    first = int(float(start))
-    return path.rsplit("/", 1)[-1], rates[first:first + int(seconds)]
-
-
 class Player(threading.Thread):
-    def __init__(self, index, name, rates):
+    keepalive = True
+
+    def __init__(self, index, spec):
         super().__init__(daemon=True)
-        self.index, self.name, self.rates = index, name, rates
+        self.index, self.name, self.spec = index, spec["name"], spec
+        self.rates = [max(FLOOR_KBPS, int(rate)) for rate in spec["rates"]]
+        self.address = f"127.0.0.{10 + index}"
+        self.url = f"rtsp://{self.address}:{port}/{stream}"
         self.local_port = 41000 + index
         self.class_id = f"1:{100 + index}"
-        self.pictures = []  # (arrival monotonic, rtp seconds)
-        self.bytes = 0
+        self.pictures = []  # (arrival monotonic, media seconds)
         self.levels = []  # (monotonic, level)
         self.switches = 0
         self.annexb = open(f"{work}/player{index}.h264", "wb")
         self.session = None
         self.last_sps = None
         self.sps_changes = []  # wall-clock times a different SPS (another rung) arrived
+        self.errors = []
         self.error = None
         self.stop = False
 
     def shape(self, kbps):
-        tc("class", "change", "dev", "lo", "parent", "1:", "classid", self.class_id, "htb", "rate", f"{kbps}kbit", "ceil", f"{kbps}kbit")
+        burst = str(self.spec["burst"])
+        tc("class", "change", "dev", "lo", "parent", "1:", "classid", self.class_id, "htb", "rate", f"{kbps}kbit", "ceil", f"{kbps}kbit",
+           "burst", burst, "cburst", burst)
 
     def setup_class(self):
-        tc("class", "add", "dev", "lo", "parent", "1:", "classid", self.class_id, "htb", "rate", "100mbit", "ceil", "100mbit")
+        burst = str(self.spec["burst"])
+        tc("class", "add", "dev", "lo", "parent", "1:", "classid", self.class_id, "htb", "rate", "100mbit", "ceil", "100mbit",
+           "burst", burst, "cburst", burst)
+        tc("qdisc", "add", "dev", "lo", "parent", self.class_id, "handle", f"{100 + self.index}:", "pfifo", "limit", str(self.spec["queue"]))
         tc("filter", "add", "dev", "lo", "parent", "1:", "protocol", "ip", "prio", "1", "u32",
-           "match", "ip", "dport", str(self.local_port), "0xffff", "flowid", self.class_id)
+           "match", "ip", "src", f"{self.address}/32", "flowid", self.class_id)
+
+    def delivered_bytes(self):
+        """What the player's link carried: its class's byte counter."""
+        out = subprocess.run(["tc", "-s", "class", "show", "dev", "lo", "classid", self.class_id], capture_output=True, text=True).stdout
+        found = re.search(r"Sent (\d+) bytes", out)
+        return int(found.group(1)) if found else 0
 
     def run(self):
         try:
@@ -74,21 +90,21 @@ class Player(threading.Thread):
             self.error = repr(error)
 
     def play(self):
-        s, session, buffer = start_session(url, ("127.0.0.1", self.local_port))
+        s, session, buffer = start_session(self.url, ("127.0.0.1", self.local_port))
         self.session = session
         s.settimeout(None)  # a trace's outage can hold everything back for many seconds
         fragments, last, unwrapped = [], None, 0
         data, at = bytearray(buffer), 0  # parsed in place: slicing per packet would cost more than the link
         keepalive, sequence = time.monotonic() + 15, 3
         while not self.stop:
-            if time.monotonic() > keepalive:  # as players do: the session must not time out
-                s.sendall(f"GET_PARAMETER {url} RTSP/1.0\r\nCSeq: {sequence}\r\nSession: {session}\r\n\r\n".encode())
+            if self.keepalive and time.monotonic() > keepalive:  # as most players do
+                s.sendall(f"GET_PARAMETER {self.url} RTSP/1.0\r\nCSeq: {sequence}\r\nSession: {session}\r\n\r\n".encode())
                 keepalive, sequence = time.monotonic() + 15, sequence + 1
             if len(data) - at < 4 or (data[at] == 0x24 and len(data) - at < 4 + (data[at + 2] << 8 | data[at + 3])):
                 if at > 1 << 20:
                     del data[:at]
                     at = 0
-                chunk = s.recv(262144)
+                chunk = s.recv(262144)  # as fast as the link allows
                 if not chunk:
                     return
                 data += chunk
@@ -102,8 +118,6 @@ class Player(threading.Thread):
             at += 4 + size
             if channel != 0 or len(packet) < 13:
                 continue
-            if not self.stop:
-                self.bytes += len(packet)
             marker = packet[1] & 0x80
             timestamp = struct.unpack("!I", packet[4:8])[0]
             if last is not None:
@@ -136,7 +150,7 @@ class Player(threading.Thread):
                 self.sps_changes.append(time.time())
             self.last_sps = bytes(unit)
 
-    def report(self, start):
+    def report(self, start, delivered):
         self.annexb.flush()
         pictures = [(a - start, t) for a, t in self.pictures]
         freeze, lags = 0.0, []
@@ -157,13 +171,55 @@ class Player(threading.Thread):
             return values[len(values) // 2] if values else float("nan")
         early = median([lag for at, lag in lags if at < lags[0][0] + 10]) if lags else float("nan")
         late = median([lag for at, lag in lags if at > lags[-1][0] - 10]) if lags else float("nan")
+        errors = self.errors or self.decode_errors()
+        return {"player": self.name, "kind": self.spec["kind"], "model": self.spec.get("model", ""), "mean": self.spec.get("mean", "own"),
+                "trace": self.spec.get("trace", ""), "seconds": seconds, "meanLinkKbps": round(sum(self.rates) / max(1, len(self.rates))),
+                "deliveredKbps": round(delivered * 8 / seconds / 1000), "freezeSeconds": round(freeze, 2),
+                "starvedSeconds": sum(1 for rate in self.rates if rate < self.spec.get("lowestKbps", 0)),
+                "lagGrowthSeconds": round(late - early, 2), "pictures": len(pictures), "switches": self.switches,
+                "decoderErrors": len(errors), "decoderErrorSample": errors[:3], "levels": self.levels, "error": self.error}
+
+    def decode_errors(self):
         decode = subprocess.run(["ffprobe", "-v", "error", "-f", "h264", "-show_entries", "frame=pkt_size", "-of", "csv=p=0",
                                  f"{work}/player{self.index}.h264"], capture_output=True, text=True)
-        errors = [line for line in decode.stderr.splitlines() if line.strip()]
-        return {"player": self.name, "seconds": seconds, "meanLinkKbps": round(sum(self.rates) / max(1, len(self.rates))),
-                "deliveredKbps": round(self.bytes * 8 / seconds / 1000), "freezeSeconds": round(freeze, 2),
-                "lagGrowthSeconds": round(late - early, 2), "switches": self.switches, "decoderErrors": len(errors),
-                "decoderErrorSample": errors[:3], "levels": self.levels, "error": self.error}
+        return [line for line in decode.stderr.splitlines() if line.strip()]
+
+
+class RawReader(Player):
+    """Sends nothing back after PLAY: no RTCP, no keep-alive; its TCP acknowledgements are all the node hears."""
+    keepalive = False
+
+
+class DecodingPlayer(Player):
+    """A real player (ffmpeg or GStreamer) decoding the stream; each decoded picture's arrival
+    and presentation time are read from its log as it writes them."""
+
+    def command(self):
+        if self.spec["kind"] == "ffmpeg":
+            return ["ffmpeg", "-hide_banner", "-nostats", "-rtsp_transport", "tcp", "-i", self.url, "-map", "0:v", "-vf", "showinfo",
+                    "-f", "null", "-"]
+        return ["gst-launch-1.0", "-v", "rtspsrc", f"location={self.url}", "protocols=tcp", "latency=0", "!", "rtph264depay", "!",
+                "h264parse", "!", "avdec_h264", "!", "identity", "silent=false", "!", "fakesink", "sync=false"]
+
+    def play(self):
+        process = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+        self.process = process
+        pts = re.compile(r"pts_time:([0-9.]+)") if self.spec["kind"] == "ffmpeg" else re.compile(r"identity.*pts: (\d+):(\d+):([0-9.]+)")
+        for line in process.stdout:
+            if self.stop:
+                break
+            found = pts.search(line)
+            if found:
+                media = float(found.group(1)) if len(found.groups()) == 1 else \
+                    int(found.group(1)) * 3600 + int(found.group(2)) * 60 + float(found.group(3))
+                self.pictures.append((time.monotonic(), media))
+            elif re.search(r"error|concealing|corrupt|decode_slice", line, re.IGNORECASE) and "showinfo" not in line:
+                self.errors.append(line.strip())
+        process.kill()
+
+    def finish(self):
+        if getattr(self, "process", None):
+            self.process.kill()
 
 
 def job_players():
@@ -176,7 +232,6 @@ def job_players():
 
 def listen_for_switches(moves):
     """The job's event stream: every playerSwitched event with the node's time, as (time, detail)."""
-    stream = re.sub(r"^rtsp://[^/]+/", "", url)
     try:
         with urllib.request.urlopen(f"{http_base}/v1/streams/{stream}/events", timeout=seconds + 60) as reply:
             for line in reply:
@@ -191,28 +246,22 @@ def listen_for_switches(moves):
 work = (sys.argv[0].rsplit("/", 1)[0] if "/" in sys.argv[0] else ".") + "/work/edge"
 moves = []  # (node's wall-clock time, detail) of every switch
 threading.Thread(target=listen_for_switches, args=(moves,), daemon=True).start()
-players = [Player(i, *load_trace(spec)) for i, spec in enumerate(traces)]
-step_player = None
-if step_spec != "-":
-    # "wide:10,1300:15,650:15,wide:25": rate in kbit/s for that many seconds.
-    rates = []
-    for part in step_spec.split(","):
-        rate, length = part.split(":")
-        rates += [100000 if rate == "wide" else int(rate)] * int(length)
-    step_player = Player(len(players), "step", rates)
-    players.append(step_player)
+kinds = {"reader": Player, "raw": RawReader, "ffmpeg": DecodingPlayer, "gst": DecodingPlayer}
+players = [kinds[spec["kind"]](index, spec) for index, spec in enumerate(specs)]
 for player in players:
     player.setup_class()
     player.start()
 time.sleep(3)  # every player playing, on the wide link
 start = time.monotonic()
-changes = []  # (second, kbps, wall-clock time the link changed) of the step player
+base = {player.name: player.delivered_bytes() for player in players}
+for player in players:
+    player.changes = []  # (second, kbps, wall-clock time the link changed) of a step player
 for second in range(int(seconds)):
     for player in players:
         if second < len(player.rates):
             player.shape(player.rates[second])
-            if player is step_player and (second == 0 or player.rates[second] != player.rates[second - 1]):
-                changes.append((second, player.rates[second], time.time()))
+            if player.spec.get("step") and (second == 0 or player.rates[second] != player.rates[second - 1]):
+                player.changes.append((second, player.rates[second], time.time()))
     status = {p["address"]: p for p in job_players() if p.get("address")}
     for player in players:
         seen = status.get(f"127.0.0.1:{player.local_port}")
@@ -223,14 +272,18 @@ for second in range(int(seconds)):
     print(f"\r{second + 1}/{int(seconds)} s", end="", file=sys.stderr, flush=True)
     time.sleep(max(0.0, start + second + 1 - time.monotonic()))
 print(file=sys.stderr)
+delivered = {player.name: player.delivered_bytes() for player in players}
 for player in players:
     player.stop = True
+    if isinstance(player, DecodingPlayer):
+        player.finish()
 for player in players:
     player.join(timeout=3)  # the frame in hand written whole
 for player in players:
-    result = player.report(start)
-    if player is step_player:
+    result = player.report(start, delivered[player.name] - base[player.name])
+    if player.spec.get("step"):
         reactions = []
+        changes = player.changes
         for (second, kbps, wall), following in zip(changes[1:], changes[2:] + [(seconds, None, float("inf"))]):
             moved = [at for at, level in player.levels if second <= at < following[0] and at > second]
             decided = [at for at, detail in moves if detail.startswith(f"session {player.session} ") and wall <= at < following[2]]

@@ -12,19 +12,22 @@
 ///   of bad samples, or at once when two samples in a row fall under half the rung's rate or the
 ///   player's backlog passes `backlogForDown` seconds, the player moves to the highest rung the
 ///   best of those bad samples carries, several rungs at a time when the link collapsed.
-/// - **Up, slowly and one rung at a time.** After `upHold` clean seconds (no bad sample, a small
-///   backlog), a player whose measured estimate reaches the next rung's up threshold moves up.
-///   A transport that sends only what the rung needs measures no more than that (its samples are
-///   app-limited), so the policy asks for a probe at the next rung's threshold first
-///   (`probe`: padding, or a burst), and judges the samples taken while it runs.
+/// - **Up, by evidence and one rung at a time.** After `upHold` clean seconds (no bad sample, a
+///   small backlog), a player that *received* the next rung's up threshold over the last seconds
+///   (`Sample.received`, which spans several bursts of the link) moves up. A transport that sends
+///   only what the rung needs receives no more than that, so the policy first asks for a probe at
+///   the next rung's threshold (`probe`: padding, or a burst) and judges what arrived over its
+///   last seconds, with the backlog empty. No rate sample, however high, moves a player up, and
+///   no move lands more than `upMargin` above what the player received.
 /// - **Backoff.** A move up followed by a move down within `failedUpWindow` seconds (the player
 ///   saw it) doubles the clean time needed before the next try, up to `maximumUpHold`; a rung held
 ///   for `failedUpWindow` after a move up brings it back to `upHold`. A probe that found too
 ///   little (the player saw nothing) only spaces the next probe out, up to `maximumProbeHold`, so
-///   a link that recovers is found within seconds.
+///   a link that recovers is found within seconds. An outage's end forgets both.
 /// - **Live, whatever the link.** When even the lowest rung's backlog passes `maximumLag`
-///   seconds, the player skips to that rung's next IDR (`skipToLiveEdge`) instead of falling
-///   further behind.
+///   seconds on two samples in a row and the link does not carry it, the player skips to that rung's next IDR
+///   (`skipToLiveEdge`) instead of falling further behind. Once the link carries the rung again
+///   the backlog drains on its own and the skipping stops.
 public struct SwitchingPolicy: Sendable {
     /// One rung as the policy needs it: level 1 is the top.
     public struct Rung: Sendable, Equatable {
@@ -77,19 +80,24 @@ public struct SwitchingPolicy: Sendable {
         public var lossFraction: Double
         /// Media the player has been sent but not received, in seconds of media.
         public var backlogSeconds: Double
-        /// What the sender put on the link in the interval (bit/s), acknowledged or not: with no
-        /// queue building, what a probe showed the link takes (an acknowledged rate reads short
-        /// of it by what the last round trip still holds).
-        public var offered: Double?
+        /// What the player received over the last few seconds (bit/s), over enough time and bytes
+        /// to span several bursts of a shaped link (`LinkEstimator`); nil until there is such a
+        /// span. The only figure that can move a player up, and the ceiling of any move up.
+        public var received: Double?
+        /// The transport's freshest rate sample (bit/s: TCP's `delivery_rate`), nil when it was
+        /// limited by the sender. A burst can inflate it several times, so it never moves a
+        /// player; it only says, the moment an outage ends, that the link carries data again.
+        public var latestRate: Double?
 
         public init(time: Double, estimate: Double?, appLimited: Bool = false, lossFraction: Double = 0, backlogSeconds: Double = 0,
-                    offered: Double? = nil) {
+                    received: Double? = nil, latestRate: Double? = nil) {
+            self.latestRate = latestRate
             self.time = time
             self.estimate = estimate
             self.appLimited = appLimited
             self.lossFraction = lossFraction
             self.backlogSeconds = backlogSeconds
-            self.offered = offered
+            self.received = received
         }
     }
 
@@ -111,10 +119,18 @@ public struct SwitchingPolicy: Sendable {
     public var lossForClean = 0.02
     public var backlogForDown = 1.0
     public var upHold = 6.0
-    public var maximumUpHold = 120.0
-    public var maximumProbeHold = 10.0
+    public var maximumUpHold = 30.0
+    public var maximumProbeHold = 8.0
+    /// A move down drops the backlog when the new rung would take longer than this to drain it.
+    public var slowDrainSeconds = 1.5
+    /// A saturated estimate under this share of the rung's rate moves the player down at once.
+    public var shortfall = 0.8
     public var failedUpWindow = 10.0
-    public var probeDuration = 1.0
+    /// Long enough for the received rate's window (`LinkEstimator.evidenceSeconds`) to lie inside it.
+    public var probeDuration = 3.0
+    /// A move up lands at most this far above what the player received lately.
+    public var upMargin = 0.1
+
     public var maximumLag = 2.0
     /// Backlog above which a sample is not clean (seconds of media).
     public var cleanBacklog = 0.3
@@ -135,6 +151,7 @@ public struct SwitchingPolicy: Sendable {
     private var lastUp: (time: Double, from: Int)?
     private var probe: (level: Int, until: Double, best: Double)?
     private var lastSkip: Double?
+    private var previousBacklog: Double?
     /// Until then, the backlog left by the last move is not held against the new rung.
     private var settledAt = -Double.infinity
     /// Seconds a move gives the old rung's queued media to drain. The old rung goes on until the
@@ -173,6 +190,7 @@ public struct SwitchingPolicy: Sendable {
         // A transport's figures come from the network (RTCP can be forged): nonsense counts as nothing.
         var sample = sample
         if let value = sample.estimate, !value.isFinite || value < 0 { sample.estimate = nil }
+        if let value = sample.received, !value.isFinite || value < 0 { sample.received = nil }
         sample.lossFraction = sample.lossFraction.isFinite ? min(1, max(0, sample.lossFraction)) : 0
         sample.backlogSeconds = sample.backlogSeconds.isFinite ? max(0, sample.backlogSeconds) : 0
         let now = sample.time
@@ -180,10 +198,18 @@ public struct SwitchingPolicy: Sendable {
         // An app-limited sample says only that the link carries at least that much.
         if let measured = sample.estimate, !sample.appLimited || measured > (estimate ?? 0) { estimate = measured }
 
+        defer { previousBacklog = sample.backlogSeconds }
         // Live first: a player this far behind on the lowest rung skips ahead.
         if sample.backlogSeconds > maximumLag {
             if level == lowest.level {
                 guard lastSkip.map({ now - $0 >= maximumLag }) ?? true else { return .stay }
+                // A link that carries the rung again drains the backlog by itself (the oldest media
+                // waiting gets younger): skipping then would only throw away the media it is about
+                // to deliver. Skip only while the backlog still grows.
+                // One sample over the limit may be the last of an outage that just ended: a skip
+                // needs two in a row, the backlog still growing.
+                guard let previous = previousBacklog, previous > maximumLag, sample.backlogSeconds >= previous - 0.05 else { return .stay }
+                if let latest = sample.latestRate, latest.isFinite, latest >= Double(current.bitRate) * 1.2 { return .stay }
                 lastSkip = now
                 badSince = now
                 cleanSince = nil
@@ -204,14 +230,16 @@ public struct SwitchingPolicy: Sendable {
         if let running = probe {
             // A probe sends at the next rung's threshold: a link that delivered it, even with the
             // sender as the limit, carries it.
-            let offered = sample.backlogSeconds <= cleanBacklog ? (sample.offered ?? 0) : 0
-            let best = max(running.best, sample.estimate ?? 0, offered.isFinite ? offered : 0)
+            // Judged on what arrived over seconds of the probe (several bursts of any link), never
+            // on a rate sample or on what was merely sent.
+            let best = max(running.best, sample.received ?? 0)
             probe!.best = best
             // A queue building up means the link is full: the probe stops there, before it hurts.
             if now >= running.until || bad || sample.backlogSeconds > cleanBacklog {
                 probe = nil
-                if let target = rungs.first(where: { $0.level == running.level }), best >= Double(target.upswitchAbove), !bad {
-                    return moveUp(to: target, now: now, reason: "probe measured \(kbps(best))")
+                if let target = rungs.first(where: { $0.level == running.level }), now >= running.until, best >= Double(target.upswitchAbove), !bad,
+                   sample.backlogSeconds <= cleanBacklog {
+                    return moveUp(to: target, now: now, received: best, reason: "probe: received \(kbps(best)) over its last seconds")
                 }
                 probeHold = min(maximumProbeHold, probeHold * 2)
                 cleanSince = now
@@ -241,7 +269,11 @@ public struct SwitchingPolicy: Sendable {
                 bestWhileBad = max(bestWhileBad ?? measured, measured)
                 collapsedSamples = measured < Double(current.bitRate) / 2 ? collapsedSamples + 1 : 0
             }
-            let collapse = collapsedSamples >= 2
+            // A link measured saturated over half a second (`LinkEstimator`: several bursts'
+            // worth, and a burst only raises it) well short of the rung's own rate cannot carry it:
+            // every second spent deciding adds to the queue the next rung has to drain.
+            let short = measured.map { $0 < Double(current.bitRate) * shortfall } ?? false
+            let collapse = collapsedSamples >= 2 || short
             let persistent = now - badSince! >= downHold
             let best = bestWhileBad
             if level != lowest.level, collapse || persistent || sample.lossFraction >= lossForDown || backlogBad {
@@ -252,7 +284,13 @@ public struct SwitchingPolicy: Sendable {
                     let why = sample.lossFraction >= lossForDown ? "loss \(Int(sample.lossFraction * 100)) %"
                         : backlogBad ? "\(format(sample.backlogSeconds)) s backlog"
                         : best.map { "estimate \(kbps($0)) under \(kbps(Double(current.downswitchBelow)))" } ?? "link slower than the rung"
-                    return moveDown(to: target, now: now, flush: backlogBad, reason: why)
+                    // A backlog the new rung would take long to drain (the link carries little more
+                    // than it) is dropped, old rung and all: the player waits for the new rung's
+                    // IDR instead of playing seconds behind live and then skipping anyway.
+                    let surplus = (best ?? 0) - Double(target.bitRate)
+                    let slowDrain = sample.backlogSeconds > cleanBacklog
+                        && (surplus <= 0 || sample.backlogSeconds * Double(target.bitRate) / surplus > slowDrainSeconds)
+                    return moveDown(to: target, now: now, flush: backlogBad || slowDrain, reason: why)
                 }
             }
             return .stay
@@ -271,14 +309,25 @@ public struct SwitchingPolicy: Sendable {
             return .stay
         }
         if cleanSince == nil { cleanSince = now }
+        // The first clean sample after skipping: the outage is over. What a failed climb or a
+        // fruitless probe taught about the link before it says nothing about the link now.
+        if lastSkip != nil {
+            lastSkip = nil
+            currentUpHold = upHold
+            probeHold = upHold
+        }
         guard let target = nextUp, now - cleanSince! >= currentUpHold else { return .stay }
-        if let measured, measured >= Double(target.upswitchAbove) {
-            return moveUp(to: target, now: now, reason: "estimate \(kbps(measured))")
+        // Evidence first: the player already received what the next rung needs (after a backlog
+        // drained, say), with nothing queued all the while.
+        if let received = sample.received, received >= Double(target.upswitchAbove) {
+            return moveUp(to: target, now: now, received: received, reason: "received \(kbps(received)) with an empty backlog")
         }
         guard now - cleanSince! >= max(currentUpHold, probeHold) else { return .stay }
         // The link has shown no more than the current rung uses: look further before moving.
         probe = (target.level, now + probeDuration, 0)
-        return .probe(bitRate: target.upswitchAbove)
+        // A little over the threshold: the rung's real rate wanders under its required rate, and
+        // a probe that offers exactly the threshold receives just short of it.
+        return .probe(bitRate: target.upswitchAbove + target.upswitchAbove / 10)
     }
 
     /// `candidate` when it is below the current rung, else the rung just below (or the lowest).
@@ -294,7 +343,10 @@ public struct SwitchingPolicy: Sendable {
         return move(to: target, now: now, flush: flush, reason: reason)
     }
 
-    private mutating func moveUp(to target: Rung, now: Double, reason: String) -> Decision {
+    /// Never above what the player received lately, plus `upMargin`: no single rate sample, probe
+    /// or timer can take a player past what its link has shown it carries.
+    private mutating func moveUp(to target: Rung, now: Double, received: Double?, reason: String) -> Decision {
+        guard let received, Double(target.bitRate) <= received * (1 + upMargin) else { return .stay }
         lastUp = (now, level)
         probeHold = upHold
         return move(to: target, now: now, flush: false, reason: reason)

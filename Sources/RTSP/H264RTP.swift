@@ -209,6 +209,23 @@ public struct H264Packetizer: Sendable {
         sequencer.packets(Self.payloads(nalUnits, maximumPayload: maximumPayload, allocator: allocator), timestamp: timestamp)
     }
 
+    /// Whether an RTP payload carries the start of an IDR picture or its parameter sets (a
+    /// single NAL unit, the first unit of a STAP-A, or the first fragment of an FU-A): where a
+    /// player that lost pictures can decode again.
+    public static func startsKeyframe(_ payload: ByteBuffer) -> Bool {
+        guard let header = payload.getInteger(at: payload.readerIndex, as: UInt8.self) else { return false }
+        func isKeyframeUnit(_ type: UInt8) -> Bool { type == 5 || type == 7 || type == 8 }
+        switch header & 0x1F {
+        case 24:
+            return payload.getInteger(at: payload.readerIndex + 3, as: UInt8.self).map { isKeyframeUnit($0 & 0x1F) } ?? false
+        case 28:
+            guard let fragment = payload.getInteger(at: payload.readerIndex + 1, as: UInt8.self) else { return false }
+            return fragment & 0x80 != 0 && isKeyframeUnit(fragment & 0x1F)
+        case let type:
+            return isKeyframeUnit(type)
+        }
+    }
+
     /// An access unit's RTP payloads (RFC 6184 single NAL unit and FU-A packets), written into
     /// one buffer and returned as slices of it: one allocation per picture, however many
     /// receivers send it.

@@ -12,7 +12,9 @@ import Synchronization
 /// skip to the next IDR when even the lowest rung falls behind.
 ///
 /// - **TCP** (interleaved): every `interval` it reads the kernel's view of the connection
-///   (`TCP_INFO`: bytes acknowledged, delivery rate, unsent bytes) and the media queued for it.
+///   (`TCP_INFO`: bytes acknowledged, delivery rate, unsent bytes) and the player's outbox (media
+///   held, and how long the oldest media not acknowledged has waited), and gives them to a
+///   `LinkEstimator`, which the policy's samples come from.
 /// - **UDP**: every RTCP receiver report the player sends is checked against what was sent
 ///   (`ReceiverReportMeter`): what arrived, what was lost, what is still on the path, the round
 ///   trip. A player that sends no reports gives nothing to judge and stays where it is.
@@ -34,12 +36,10 @@ final class PlayerAdaptation: Sendable {
         var policy: SwitchingPolicy?
         var task: RepeatedTask?
         var stopped = false
-        var lastAcked: (bytes: UInt64, time: Double)?
-        /// TCP: bytes written and not yet acknowledged at the last look (ours, the kernel's unsent, in flight).
-        var lastOutstanding: Double?
-        /// TCP: the acknowledged rate, smoothed, which the queue is measured against (one interval
-        /// without acknowledgements must not read as minutes of lag).
-        var smoothedAckedRate: Double?
+        /// TCP: the link's estimate from what the kernel and the outbox saw.
+        var estimator = LinkEstimator()
+        /// The padding rate of the probe under way (bit/s).
+        var probeBitRate: Double = 0
         /// UDP: the audio track's latest arrival rate, added to the video's.
         var audioBitRate: Double = 0
         /// UDP: seconds between the player's reports, smoothed (a probe must outlast one).
@@ -100,40 +100,21 @@ final class PlayerAdaptation: Sendable {
     }
 
     private func observe(_ info: TCPInfo?) {
-        guard let info, let (rungs, current) = rungs else { return }
+        guard let info, let (rungs, current) = rungs, let outbox = (transport as? InterleavedTransport)?.outbox else { return }
         let now = self.now
-        // Media queued for the player: ours, plus what the kernel has not sent.
-        let queuedBits = Double(transport.pendingBytes + Int(info.notSentBytes)) * 8
+        // The transport's view (what was acknowledged, whether data waited, how long the oldest
+        // media not received has waited) goes through the estimator every player shares.
+        let observation = outbox.observe(info, at: uptimeSeconds())
         decide(rungs: rungs, current: current) { state in
-            // What the player acknowledged since the last look: with data waiting, what its link
-            // carries; with nothing waiting, what was sent (app-limited: the link carries at least
-            // that), a probe's padding included. The kernel's own delivery rate samples bursts and
-            // runs high behind a small receive window, so it serves only before the first interval.
-            let interval = state.lastAcked.map { max(0.05, now - $0.time) }
-            let acked = state.lastAcked.map { Double(info.bytesAcked &- $0.bytes) * 8 / max(0.05, now - $0.time) }
-            state.lastAcked = (info.bytesAcked, now)
-            // What was offered meanwhile: acknowledged, plus the growth of what is outstanding. Bytes
-            // sent in the last round trip are not acknowledged yet, so on a slow path the acknowledged
-            // rate alone reads short of a probe that the link carried whole.
-            let outstanding = queuedBits + Double(info.unackedSegments) * Double(info.maximumSegmentSize) * 8
-            var offered: Double?
-            if let acked, let last = state.lastOutstanding, let interval { offered = acked + (outstanding - last) / interval }
-            state.lastOutstanding = outstanding
-            let delivery = info.deliveryRate > 0 ? Double(info.deliveryRate) * 8 : nil
-            // How far behind the queue puts the player: what it holds over what the link drains.
-            // Right after a move down the queue holds the old rung's media, so the current rung's
-            // rate would overstate it; a stalled reader (nothing acknowledged) is as far behind as it gets.
-            // Data sent but stuck in a queue on the path (a bottleneck's buffer) shows as round-trip
-            // time above the least seen: that is lag too, and the sign the link is the limit.
-            let queueing = max(0, Double(info.roundTripTime) - Double(info.minimumRoundTripTime)) / 1e6
-            if let acked { state.smoothedAckedRate = state.smoothedAckedRate.map { $0 * 0.6 + acked * 0.4 } ?? acked }
-            let drainRate = queuedBits > 0 ? (state.smoothedAckedRate ?? Double(current.bitRate)) : Double(current.bitRate)
-            let backlog = queuedBits / max(1000, drainRate) + queueing
-            let waiting = backlog > 0.1
-            logger.trace("sample", metadata: ["acked": "\(Int(acked ?? -1))", "offered": "\(Int(offered ?? -1))", "backlog": "\(backlog)",
-                                              "queueing": "\(queueing)", "queued": "\(Int(queuedBits / 8))"])
-            return SwitchingPolicy.Sample(time: now, estimate: acked ?? delivery, appLimited: !waiting, lossFraction: 0,
-                                          backlogSeconds: backlog, offered: offered)
+            var observation = observation
+            observation.time = now
+            let sample = state.estimator.observe(observation)
+            let probing = state.policy?.isProbing == true
+            outbox.setLimit(LinkEstimator.outstandingLimit(receivedBitRate: state.estimator.receivedRate(over: 2),
+                                                           sendingBitRate: Double(current.bitRate) + (probing ? state.probeBitRate : 0), probing: probing))
+            logger.trace("sample", metadata: ["estimate": "\(Int(sample.estimate ?? -1))", "received": "\(Int(sample.received ?? -1))",
+                                              "backlog": "\(sample.backlogSeconds)", "waiting": "\(observation.senderWaiting)"])
+            return sample
         }
     }
 
@@ -157,8 +138,12 @@ final class PlayerAdaptation: Sendable {
             let paddingRate = reading.interval.map { Double(padding) * 8 / max(0.05, $0) } ?? 0
             let estimate = reading.bitRate.map { $0 + state.audioBitRate + paddingRate }
             let appLimited = backlog < 0.1 && reading.lossFraction < 0.02
+            // A report covers a second or more of datagrams, each sent on its own (no window of
+            // acknowledgements to release them in bursts): what it says arrived is evidence a move
+            // up may rest on.
             return SwitchingPolicy.Sample(time: now, estimate: estimate, appLimited: appLimited,
-                                          lossFraction: reading.lossFraction, backlogSeconds: backlog)
+                                          lossFraction: reading.lossFraction, backlogSeconds: backlog,
+                                          received: (reading.interval ?? 0) >= 1 ? estimate : nil)
         }
     }
 
@@ -169,10 +154,12 @@ final class PlayerAdaptation: Sendable {
             if state.policy == nil { state.policy = SwitchingPolicy(rungs: rungs, startingAt: current.level) }
             state.policy!.update(rungs: rungs)
             // A UDP probe is judged on reports: it must outlast the interval between two.
-            if transport.sentMedia != nil { state.policy!.probeDuration = min(8, max(1, state.reportInterval * 1.5)) }
+            if transport.sentMedia != nil { state.policy!.probeDuration = min(8, max(3, state.reportInterval * 1.5)) }
             let wasProbing = state.policy!.isProbing
             let decision = state.policy!.observe(sample)
             if wasProbing, !state.policy!.isProbing {
+                // A probe that ended early (a queue began to build) leaves no padding behind it.
+                transport.dropQueued(paddingOnly: true)
                 logger.debug("probe ended", metadata: ["estimate": "\(Int(sample.estimate ?? -1))", "backlog": "\(sample.backlogSeconds)",
                                                        "loss": "\(sample.lossFraction)", "decision": "\(decision)"])
             }
@@ -184,15 +171,17 @@ final class PlayerAdaptation: Sendable {
         case let .switchTo(level, flush, reason):
             guard let path = ladder[level], let target = registry.existingStream(path) else { return }
             subscriber.switchTo(target, flush: flush)
+            if flush { transport.dropQueued(paddingOnly: false) }
             logger.info("player moves to another level", metadata: ["from": "\(current.level)", "to": "\(level)", "reason": "\(reason)"])
             onSwitch(PlayerSwitch(from: current.level, to: level, reason: reason))
         case let .probe(bitRate):
             logger.debug("probing the next level", metadata: ["level": "\(current.level)", "rate": "\(bitRate)"])
-            // A little over the threshold: the rung's real rate wanders under its required rate, and
-            // a probe that offers exactly the threshold measures just short of it.
-            probe(extraBitRate: max(0, bitRate + bitRate / 10 - current.bitRate), seconds: probeSeconds)
+            let extra = max(0, bitRate - current.bitRate)
+            state.withLock { $0.probeBitRate = Double(extra) }
+            probe(extraBitRate: extra, seconds: probeSeconds)
         case .skipToLiveEdge:
             subscriber.skipToNextKeyframe()
+            transport.dropQueued(paddingOnly: false)
             logger.info("player skips to the next keyframe: its link does not carry the lowest level", metadata: ["level": "\(current.level)"])
         }
     }
@@ -206,6 +195,8 @@ final class PlayerAdaptation: Sendable {
                 // The policy ends a probe as soon as a queue builds: the padding stops with it.
                 guard state.withLock({ !$0.stopped && $0.policy?.isProbing == true }) else { return }
                 transport.sendPadding(bytes: slice)
+                // A probe is watched closely: the sooner a queue is seen building, the less it delays the media.
+                if index > 0 { transport.connectionInfo().whenSuccess { [self] info in observe(info) } }
             }
         }
     }

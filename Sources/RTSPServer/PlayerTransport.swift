@@ -1,7 +1,9 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import DequeModule
 import Dispatch
+import MediaCore
 import NIOCore
 import RTSP
 import Synchronization
@@ -25,6 +27,9 @@ protocol PlayerTransport: Sendable {
     /// What was sent, for the player's receiver reports to be read against (UDP); nil on TCP,
     /// where the kernel knows.
     var sentMedia: SentMediaLog? { get }
+    /// Drops what is queued and not yet handed to the network: everything (a skip, a flushing
+    /// switch) or a probe's padding (the probe ended).
+    func dropQueued(paddingOnly: Bool)
 }
 
 /// What was sent to one UDP player, per track: the meters its RTCP receiver reports are checked
@@ -120,11 +125,199 @@ final class BacklogCounter: Sendable {
     }
 }
 
+/// Counts every byte a connection writes, at the socket's end of its pipeline, so offsets in
+/// what a player was written line up with the kernel's `bytes_acked` (RTSP replies included).
+final class WrittenBytesCounter: ChannelOutboundHandler, Sendable {
+    typealias OutboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+    private let count = Atomic<UInt64>(0)
+    var value: UInt64 { count.load(ordering: .relaxed) }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        count.add(UInt64(unwrapOutboundIn(data).readableBytes), ordering: .relaxed)
+        context.write(data, promise: promise)
+    }
+}
+
+/// A TCP player's media on its way out. The node holds it until the connection may take more,
+/// so what is outstanding (written, not yet acknowledged) stays under
+/// `LinkEstimator.outstandingLimit`: beyond that, bytes wait in the kernel and in the path's
+/// queues, where a skip cannot reach them and a bloated bottleneck makes seconds of lag. What is
+/// held here a skip or a flushing switch drops. It also records where each piece of media ended
+/// in the byte stream and when it was handed over, so the bytes the player acknowledged say how
+/// long the oldest media it has not received has waited: its lag, right from the first packet.
+final class TCPPlayerOutbox: Sendable {
+    private struct Entry {
+        var buffer: ByteBuffer
+        var isMedia: Bool
+        var isVideo: Bool
+        var startsPicture: Bool
+        var queuedAt: Double
+    }
+
+    private struct State {
+        var held = Deque<Entry>()
+        var heldBytes = 0
+        /// Media written, oldest first: where it ends in the connection's bytes, and when it was handed over.
+        var written = Deque<(end: UInt64, queuedAt: Double)>()
+        var acknowledged: UInt64 = 0
+        /// A player without adaptation keeps this; an adaptive one's follows its link.
+        var limit = 256 * 1024
+        /// A held picture was dropped: later pictures reference it, so video waits for the next keyframe.
+        var dropUntilKeyframe = false
+        var retryScheduled = false
+        /// Bytes acknowledged at the last liveness check.
+        var livenessMark: UInt64 = 0
+    }
+
+    private let channel: Channel
+    private let counter: WrittenBytesCounter
+    private let state = Mutex(State())
+
+    init(channel: Channel, counter: WrittenBytesCounter) {
+        self.channel = channel
+        self.counter = counter
+    }
+
+    var heldBytes: Int { state.withLock { $0.heldBytes } }
+
+    /// Queues one picture's packets (or audio, or padding) and sends what the limit lets through.
+    func enqueue(_ buffer: ByteBuffer, isMedia: Bool, isVideo: Bool, startsPicture: Bool) {
+        let now = uptimeSeconds()
+        state.withLock { state in
+            if isVideo, state.dropUntilKeyframe {
+                guard startsPicture else { return }
+                state.dropUntilKeyframe = false
+            }
+            state.held.append(Entry(buffer: buffer, isMedia: isMedia, isVideo: isVideo, startsPicture: startsPicture, queuedAt: now))
+            state.heldBytes += buffer.readableBytes
+        }
+        if channel.eventLoop.inEventLoop { drain() } else { channel.eventLoop.execute { self.drain() } }
+    }
+
+    /// Drops everything held (a skip or a flushing switch; video resumes at the next keyframe if
+    /// a picture went), or only padding.
+    func dropHeld(paddingOnly: Bool = false) {
+        state.withLock { state in
+            if paddingOnly {
+                state.held.removeAll { !$0.isMedia }
+            } else {
+                if state.held.contains(where: \.isVideo) { state.dropUntilKeyframe = true }
+                state.held.removeAll()
+            }
+            state.heldBytes = state.held.reduce(0) { $0 + $1.buffer.readableBytes }
+        }
+    }
+
+    /// The kernel's figures at `time`: what was acknowledged, and the least round trip (which
+    /// every acknowledgement waits for, whatever the link carries).
+    func observe(_ info: TCPInfo, at time: Double) -> LinkObservation {
+        let (backlog, held) = state.withLock { state -> (Double, Int) in
+            state.acknowledged = max(state.acknowledged, info.bytesAcked)
+            while let first = state.written.first, first.end <= state.acknowledged { state.written.removeFirst() }
+            let oldest = [state.written.first?.queuedAt, state.held.first(where: \.isMedia)?.queuedAt].compactMap { $0 }.min()
+            let waited = oldest.map { time - $0 } ?? 0
+            return (max(0, waited - Double(info.minimumRoundTripTime) / 1e6), state.heldBytes)
+        }
+        drain()
+        // The sender waited on the link: media held here, bytes the kernel has not sent, or the
+        // kernel's own last rate sample marked as limited by the network.
+        let waiting = held > 0 || info.notSentBytes > 0 || !info.deliveryRateAppLimited
+        return LinkObservation(time: time, deliveredBytes: info.bytesAcked, senderWaiting: waiting, backlogSeconds: backlog,
+                               rateSample: info.deliveryRate > 0 ? Double(info.deliveryRate) * 8 : nil,
+                               rateSampleAppLimited: info.deliveryRateAppLimited)
+    }
+
+    /// Asks the kernel whether the player acknowledged more since the last time, and calls
+    /// `progress` if it did.
+    func acknowledgementAdvanced(_ progress: @escaping @Sendable () -> Void) {
+        channel.tcpInfo().whenSuccess { [self] info in
+            guard let info else { return }
+            let advanced = state.withLock { state -> Bool in
+                defer { state.livenessMark = info.bytesAcked }
+                return info.bytesAcked > state.livenessMark
+            }
+            if advanced { progress() }
+        }
+    }
+
+    func setLimit(_ bytes: Int) {
+        state.withLock { $0.limit = bytes }
+    }
+
+    /// Writes what the limit lets through, on the channel's event loop; when the limit holds
+    /// media back, the kernel is asked again shortly (its acknowledgements move the limit).
+    private func drain(refreshed: Bool = false) {
+        guard channel.eventLoop.inEventLoop else {
+            channel.eventLoop.execute { self.drain() }
+            return
+        }
+        var wrote = false
+        while true {
+            let written = counter.value
+            let entry: Entry? = state.withLock { state in
+                guard let first = state.held.first else { return nil }
+                let outstanding = written &- min(written, state.acknowledged)
+                // One entry always goes when nothing is outstanding, however large.
+                guard outstanding == 0 || outstanding + UInt64(first.buffer.readableBytes) <= UInt64(state.limit) else { return nil }
+                state.held.removeFirst()
+                state.heldBytes -= first.buffer.readableBytes
+                return first
+            }
+            guard let entry else { break }
+            channel.write(entry.buffer, promise: nil)
+            wrote = true
+            if entry.isMedia {
+                let end = counter.value
+                state.withLock { $0.written.append((end, entry.queuedAt)) }
+            }
+        }
+        if wrote { channel.flush() }
+        guard state.withLock({ $0.heldBytes > 0 }) else { return }
+        // Held back by acknowledgements last read: read them again now (on the event loop the
+        // kernel answers at once), and go on if they moved.
+        let advanced = NIOLoopBoundBox(false, eventLoop: channel.eventLoop)
+        channel.tcpInfo().whenSuccess { [self] info in
+            guard let info else { return }
+            advanced.value = state.withLock { state in
+                defer { state.acknowledged = max(state.acknowledged, info.bytesAcked) }
+                return info.bytesAcked > state.acknowledged
+            }
+        }
+        if advanced.value, !refreshed { return drain(refreshed: true) }
+        let retry = state.withLock { state -> Bool in
+            guard state.heldBytes > 0, !state.retryScheduled else { return false }
+            state.retryScheduled = true
+            return true
+        }
+        guard retry else { return }
+        channel.eventLoop.scheduleTask(in: .milliseconds(5)) { [self] in
+            channel.tcpInfo().whenComplete { [self] result in
+                state.withLock { state in
+                    state.retryScheduled = false
+                    if case let .success(info?) = result { state.acknowledged = max(state.acknowledged, info.bytesAcked) }
+                }
+                guard channel.isActive else { return dropHeld() }
+                drain()
+            }
+        }
+    }
+}
+
 struct InterleavedTransport: PlayerTransport {
     let channel: Channel
     /// Per track: the RTP channel number (RTCP is the next one).
     let channels: [Int: UInt8]
     let backlog = BacklogCounter()
+    /// With a counter of the connection's bytes, media goes through an outbox (a player's
+    /// connection); without one (a push to an origin), straight to the channel.
+    let outbox: TCPPlayerOutbox?
+
+    init(channel: Channel, channels: [Int: UInt8], counter: WrittenBytesCounter? = nil) {
+        self.channel = channel
+        self.channels = channels
+        outbox = counter.map { TCPPlayerOutbox(channel: channel, counter: $0) }
+    }
 
     func send(_ packets: [RTPPacket], track: Int) {
         guard let number = channels[track], !packets.isEmpty else { return }
@@ -134,6 +327,11 @@ struct InterleavedTransport: PlayerTransport {
             scratch.clear()
             packet.write(to: &scratch)
             RTSPSerialization.writeInterleaved(channel: number, payload: scratch, to: &buffer)
+        }
+        if let outbox {
+            let keyframe = track == 0 && packets.contains { H264Packetizer.startsKeyframe($0.payload) }
+            outbox.enqueue(buffer, isMedia: true, isVideo: track == 0, startsPicture: keyframe)
+            return
         }
         let size = buffer.readableBytes
         backlog.track(size, channel.writeAndFlush(buffer))
@@ -148,7 +346,7 @@ struct InterleavedTransport: PlayerTransport {
         channel.writeAndFlush(buffer, promise: nil)
     }
 
-    var pendingBytes: Int { backlog.value }
+    var pendingBytes: Int { backlog.value + (outbox?.heldBytes ?? 0) }
     var eventLoop: EventLoop { channel.eventLoop }
     func connectionInfo() -> EventLoopFuture<TCPInfo?> { channel.tcpInfo() }
     var sentMedia: SentMediaLog? { nil }
@@ -160,7 +358,13 @@ struct InterleavedTransport: PlayerTransport {
         for packet in packets {
             RTSPSerialization.writeInterleaved(channel: number &+ 1, payload: ByteBuffer(bytes: packet), to: &buffer)
         }
+        // Padding waits its turn behind media, under the same limit: a probe cannot bloat the path.
+        if let outbox { return outbox.enqueue(buffer, isMedia: false, isVideo: false, startsPicture: false) }
         channel.writeAndFlush(buffer, promise: nil)
+    }
+
+    func dropQueued(paddingOnly: Bool) {
+        outbox?.dropHeld(paddingOnly: paddingOnly)
     }
 
     func close() {
@@ -220,6 +424,8 @@ struct DatagramTransport: PlayerTransport {
         rtcpChannel.flush()
         log.paddingSent(bytes: sent)
     }
+
+    func dropQueued(paddingOnly: Bool) {}
 
     func close() {}
 }

@@ -34,14 +34,19 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
     private var pausedForWritability = false
     private var waiting = Deque<RTSPInbound>()
 
-    init(server: RTSPService) {
+    /// The connection's written bytes, which a TCP player's outbox lines up with its acknowledgements.
+    private let counter: WrittenBytesCounter?
+
+    init(server: RTSPService, counter: WrittenBytesCounter? = nil) {
         self.server = server
+        self.counter = counter
         self.logger = server.logger
     }
 
     /// The handlers that serve one RTSP connection, in pipeline order: framing, then this.
     static func pipeline(server: RTSPService) -> [any ChannelHandler] {
-        [ByteToMessageHandler(RTSPFrameDecoder(limits: server.configuration.limits)), RTSPConnectionHandler(server: server)]
+        let counter = WrittenBytesCounter()
+        return [counter, ByteToMessageHandler(RTSPFrameDecoder(limits: server.configuration.limits)), RTSPConnectionHandler(server: server, counter: counter)]
     }
 
     func channelActive(context: ChannelHandlerContext) {
@@ -435,7 +440,7 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
         if transports.values.allSatisfy(\.isTCP) {
             var channels: [Int: UInt8] = [:]
             for (track, spec) in transports { if case let .tcp(range?) = spec.lower { channels[track] = range.lowerBound } }
-            transport = InterleavedTransport(channel: context.channel, channels: channels)
+            transport = InterleavedTransport(channel: context.channel, channels: channels, counter: counter)
         } else if let udp = server.udpChannels, let ip = context.remoteAddress?.ipAddress {
             var destinations: [Int: (rtp: SocketAddress, rtcp: SocketAddress)] = [:]
             for (track, spec) in transports {
@@ -469,6 +474,7 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
         session.state.withLock {
             $0.subscriber = subscriber
             $0.adaptation = adaptation
+            $0.outbox = (transport as? InterleavedTransport)?.outbox
         }
         let start = stream.startTicks
         let info = subscriber.rtpInfo(videoTicks: start.video)

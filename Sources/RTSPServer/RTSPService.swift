@@ -272,6 +272,7 @@ public final class RTSPService: Sendable {
         let limit = UInt64(configuration.sessionTimeout) * 1_000_000_000
         let recordLimit = UInt64(configuration.announceTimeout) * 1_000_000_000
         for session in sessions.all {
+            session.checkAcknowledgements()
             let reason: String
             if session.idleNanoseconds > limit {
                 reason = "session timeout"

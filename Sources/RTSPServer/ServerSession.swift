@@ -41,6 +41,8 @@ final class ServerSession: Sendable {
         var subscriber: MediaSubscriber?
         /// Moves the player between its ladder's rungs (nil: pinned, UDP, or not a ladder).
         var adaptation: PlayerAdaptation?
+        /// A TCP player's outbox: its acknowledgements keep the session alive.
+        var outbox: TCPPlayerOutbox?
     }
 
     init(id: String, path: String, role: RTSPSessionStateMachine.Role, connection: Channel) {
@@ -79,6 +81,13 @@ final class ServerSession: Sendable {
 
     func touch() {
         state.withLock { $0.lastActivity = DispatchTime.now().uptimeNanoseconds }
+    }
+
+    /// A player over TCP that sends nothing back (a recorder, a relay, a small custom client)
+    /// is alive as long as its connection acknowledges the media: each sweep asks the kernel.
+    func checkAcknowledgements() {
+        guard let outbox = state.withLock({ $0.outbox }) else { return }
+        outbox.acknowledgementAdvanced { [self] in touch() }
     }
 
     /// A publisher that announced longer ago than `nanoseconds` and has not sent RECORD.

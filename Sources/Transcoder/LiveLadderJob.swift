@@ -438,10 +438,11 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
         refreshHints()
         let failure = pipelines.compactMap { $0.statistics.failure }.first
         withShared { $0.lifecycle.finished(failed: failure != nil) }
+        // The event first: whoever waits for the end finds it in the history.
+        addEvent(failure == nil ? "ended" : "failed", failure ?? reason)
         condition.lock()
         condition.broadcast()
         condition.unlock()
-        addEvent(failure == nil ? "ended" : "failed", failure ?? reason)
         logger.info("live job ended: \(failure ?? reason)")
     }
 

@@ -32,6 +32,12 @@ struct Simulate: ParsableCommand {
     @Option(help: "Seconds of the link an oracle knows ahead.")
     var oracleHorizon: Double = 3
 
+    @Option(help: "The link's shaper burst in bytes (what it lets through at once after a quiet spell; 0: a smooth link).")
+    var burstBytes: Int = 0
+
+    @Option(help: "The link's bottleneck queue in packets of 1500 bytes.")
+    var queuePackets: Int = 100
+
     @Flag(help: "Print JSON instead of the table.")
     var json = false
 
@@ -55,6 +61,8 @@ struct Simulate: ParsableCommand {
     func validate() throws {
         guard window >= 0, window.isFinite, start >= 0, start.isFinite else { throw ValidationError("--window and --start must be 0 or more seconds") }
         guard oracleHorizon > 0, oracleHorizon <= 60 else { throw ValidationError("--oracle-horizon must be above 0 and at most 60 seconds") }
+        guard (0...(64 << 20)).contains(burstBytes) else { throw ValidationError("--burst-bytes must be 0 to 64 MiB") }
+        guard (1...1_000_000).contains(queuePackets) else { throw ValidationError("--queue-packets must be 1 to 1000000") }
     }
 
     func run() throws {
@@ -65,7 +73,7 @@ struct Simulate: ParsableCommand {
         guard rungs.contains(where: { $0.level == startLevel }) else {
             throw CLIError(message: "--level \(startLevel): the ladder has levels \(rungs.map(\.level))", status: .invalidProvisionOrArguments)
         }
-        var replay = TraceReplay()
+        var replay = TraceReplay(link: LinkModel(burstBytes: Double(burstBytes), queueBytes: Double(queuePackets) * 1500))
         replay.keyframeInterval = keyframeInterval
         replay.oracleHorizon = oracleHorizon
         var results: [TraceResult] = []

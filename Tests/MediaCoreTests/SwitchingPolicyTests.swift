@@ -78,16 +78,16 @@ import Testing
     @Test func aFailedMoveUpBacksOff() {
         var policy = SwitchingPolicy(rungs: Self.rungs, startingAt: 2)
         var time = 0.0
-        func sample(_ estimate: Double?, appLimited: Bool = false, backlog: Double = 0) -> SwitchingPolicy.Decision {
+        func sample(_ estimate: Double?, appLimited: Bool = false, backlog: Double = 0, received: Double? = nil) -> SwitchingPolicy.Decision {
             time += 0.5
-            return policy.observe(.init(time: time, estimate: estimate, appLimited: appLimited, backlogSeconds: backlog))
+            return policy.observe(.init(time: time, estimate: estimate, appLimited: appLimited, backlogSeconds: backlog, received: received))
         }
         var decision = SwitchingPolicy.Decision.stay
         while time < 20, case .stay = decision { decision = sample(1_000_000, appLimited: true) }
-        #expect(decision == .probe(bitRate: Self.rungs[0].upswitchAbove))
-        // The probe finds 3 Mbit/s: up.
-        decision = sample(3_000_000)
-        decision = decision == .stay ? sample(3_000_000) : decision
+        #expect(decision == .probe(bitRate: Self.rungs[0].upswitchAbove + Self.rungs[0].upswitchAbove / 10))
+        // The probe: the player receives 3 Mbit/s over its last seconds, with nothing queued: up.
+        decision = .stay
+        while time < 30, case .stay = decision { decision = sample(3_000_000, appLimited: true, received: 3_000_000) }
         guard case .switchTo(1, _, _) = decision else {
             Issue.record("expected a move up, got \(decision)")
             return
