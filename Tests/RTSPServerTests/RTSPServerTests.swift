@@ -231,3 +231,26 @@ import Testing
         #expect(again.announce(node.url("live/quiet_1")).hasPrefix("RTSP/1.0 200"))
     }
 }
+
+extension RTSPServerTests {
+    /// A TCP player that sends nothing after PLAY (no RTCP, no keep-alive: a recorder, a relay,
+    /// a small custom client) is alive while its connection acknowledges the media: it keeps
+    /// its session past the session timeout and goes on receiving.
+    @Test func aSilentTCPPlayerLivesOnItsAcknowledgements() throws {
+        let node = try TestNode(sessionTimeout: 2)
+        let publisher = try FFmpegPublisher(url: node.url("live/silent_1"), transport: "tcp", seconds: 12)
+        try #require(node.waitUntilPlayable("live/silent_1"), "\(publisher.errorText)")
+        let player = try RawRTSPClient(port: node.port, sourceAddress: "127.0.0.2")
+        player.send("SETUP \(node.url("live/silent_1"))/trackID=0 RTSP/1.0\r\nCSeq: 1\r\nTransport: RTP/AVP/TCP;unicast;interleaved=0-1\r\n\r\n")
+        let setup = player.receiveResponse()
+        let session = try #require(setup.split(separator: "\r\n").first { $0.hasPrefix("Session:") }?.dropFirst(8)
+            .split(separator: ";").first?.trimmingCharacters(in: .whitespaces), "\(setup)")
+        player.send("PLAY \(node.url("live/silent_1")) RTSP/1.0\r\nCSeq: 2\r\nSession: \(session)\r\n\r\n")
+        // Three times the session timeout, reading only.
+        let received = player.receiveRaw(for: 6)
+        #expect(received.count > 100_000, "received \(received.count) bytes")
+        #expect(node.service.sessionCount == 2, "the silent player's session ended")
+        let late = player.receiveRaw(for: 1)
+        #expect(late.count > 10_000, "nothing arrived after \(6) s")
+    }
+}
