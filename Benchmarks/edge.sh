@@ -20,7 +20,9 @@
 #            with the 16 KB/100-packet model (default `raw ffmpeg gst`: a reader that sends
 #            nothing back, ffmpeg, GStreamer)
 #   SECONDS_PER_WINDOW (default 120), START (seconds into each trace, default 60), WORKER (an
-#   abr-worker binary instead of this tree's release build), STEP (`rate:seconds,...`; - for none)
+#   abr-worker binary instead of this tree's release build), STEP (`rate:seconds,...`; - for none),
+#   CLEAN (players on links that never narrow, default 0).
+#   `CLEAN=4 STEP=- KINDS= SECONDS_PER_WINDOW=600 Benchmarks/edge.sh 0`: four players, ten minutes, clean links.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source Benchmarks/common.sh
@@ -29,7 +31,7 @@ seconds=${SECONDS_PER_WINDOW:-120}
 start=${START:-60}
 models=${MODELS:-1500:100 16384:100 65536:100 16384:10 16384:1000}
 means=${MEANS:-own 1400}
-kinds=${KINDS:-raw ffmpeg gst}
+kinds=${KINDS-raw ffmpeg gst}
 step=${STEP:-wide:10,1300:20,650:20,wide:$((seconds - 50))}
 work=Benchmarks/work/edge
 rm -rf "$work"
@@ -86,7 +88,8 @@ def window(name, mean):
     json.dump([{"duration_ms": 1000, "bandwidth_kbps": rate} for rate in rates], open(f"{work}/windows/{label}.json", "w"))
     return label, [int(rate) for rate in rates]
 def model_name(burst, queue):
-    return f"burst {burst / 1024:g} KB, queue {queue}"
+    size = f"{burst // 1024} KB" if burst % 1024 == 0 else f"{burst / 1000:.1f} KB"
+    return f"burst {size}, queue {queue}"
 players = []
 for burst, queue in models:
     for name in chosen:
@@ -101,6 +104,9 @@ for burst, queue in models:
             rates += [100000 if rate == "wide" else int(rate)] * int(length)
         players.append({"name": f"step|{burst}:{queue}", "kind": "reader", "step": True, "trace": "step", "burst": burst, "queue": queue,
                         "model": model_name(burst, queue), "rates": rates[:seconds]})
+for index in range(int(os.environ.get("CLEAN", "0"))):  # links that never narrow: no one should move
+    players.append({"name": f"wide-{index}|16384:100", "kind": "reader", "trace": "wide", "burst": 16384, "queue": 100,
+                    "model": model_name(16384, 100), "rates": [100000] * seconds})
 if chosen:
     label, rates = window(chosen[0], means[-1])
     for kind in kinds:

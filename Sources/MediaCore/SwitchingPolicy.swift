@@ -132,6 +132,8 @@ public struct SwitchingPolicy: Sendable {
     public var upMargin = 0.1
 
     public var maximumLag = 2.0
+    /// Backlog below which a low estimate does not count against the rung (seconds).
+    public var downBacklog = 0.15
     /// Backlog above which a sample is not clean (seconds of media).
     public var cleanBacklog = 0.3
 
@@ -219,7 +221,12 @@ public struct SwitchingPolicy: Sendable {
                             reason: "\(format(sample.backlogSeconds)) s behind live")
         }
 
-        let measured = sample.appLimited ? nil : sample.estimate
+        // A rate measured while the sender waited reads low when the queue emptied between two
+        // looks (a keyframe's burst drained, then small pictures): on its own it says little. It
+        // counts against the rung only while media is actually waiting (`downBacklog`), the sign
+        // the link falls behind; a collapse to under half the rung counts at once.
+        var measured = sample.appLimited ? nil : sample.estimate
+        if let rate = measured, rate >= Double(current.bitRate) / 2, sample.backlogSeconds < downBacklog { measured = nil }
         // Right after a move, the queue still holds the old rung's media, counted in seconds of the
         // new one: it says nothing about the new rung until it has had time to drain.
         let backlogBad = sample.backlogSeconds > backlogForDown && now >= settledAt

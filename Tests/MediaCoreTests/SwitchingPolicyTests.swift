@@ -92,10 +92,10 @@ import Testing
             Issue.record("expected a move up, got \(decision)")
             return
         }
-        // Then the link cannot carry it: down, and the next climb needs twice the clean time.
+        // Then the link cannot carry it (media waits): down, and the next climb needs twice the clean time.
         let before = policy.upHoldNow
         decision = .stay
-        while time < 40, case .stay = decision { decision = sample(1_500_000) }
+        while time < 40, case .stay = decision { decision = sample(1_500_000, backlog: 0.5) }
         guard case .switchTo(2, _, _) = decision else {
             Issue.record("expected a move down, got \(decision)")
             return
