@@ -7,11 +7,14 @@
 /// rung once its estimate is at least that rung's `upswitchAboveBitRate`, so the hints a node
 /// publishes are exactly what moves its players.
 ///
-/// - **Down, fast and as far as needed.** A sample whose estimate is below the rung's down
-///   threshold counts as bad, and so does loss of `lossForDown` or more. After `downHold` seconds
-///   of bad samples, or at once when two samples in a row fall under half the rung's rate or the
-///   player's backlog passes `backlogForDown` seconds, the player moves to the highest rung the
-///   best of those bad samples carries, several rungs at a time when the link collapsed.
+/// - **Down, fast and as far as needed.** A sample whose estimate (measured while the sender
+///   waited) is below the rung's down threshold while media waits (`downBacklog`) counts as bad,
+///   and so does loss of `lossForDown` or more. After `downHold` seconds of bad samples, or at
+///   once when the estimate falls under `shortfall` of the rung's rate (two samples in a row under
+///   half of it, whatever waits) or the player's backlog passes `backlogForDown` seconds, the
+///   player moves to the highest rung the best of those bad samples carries, several rungs at a
+///   time when the link collapsed. A backlog the new rung would drain only slowly is dropped with
+///   the move (`slowDrainSeconds`).
 /// - **Up, by evidence and one rung at a time.** After `upHold` clean seconds (no bad sample, a
 ///   small backlog), a player that *received* the next rung's up threshold over the last seconds
 ///   (`Sample.received`, which spans several bursts of the link) moves up. A transport that sends
