@@ -187,8 +187,13 @@ public struct SwitchingPolicy: Sendable {
     private var nextUp: Rung? { rungs.last { $0.level < level } }
 
     /// The highest rung an estimate keeps a player on.
+    /// Where a move down lands: the highest rung whose required rate the estimate covers. The
+    /// down threshold's margin decides *when* a rung is left; landing by it too would skip a rung
+    /// the link carries, every time the estimate falls within that margin of it (a saturated
+    /// link reads a few percent under its nominal rate: headers, retransmissions). Should the
+    /// rung not fit after all, its backlog grows and moves the player on.
     private func highestCarried(by estimate: Double) -> Rung {
-        rungs.first { Double($0.downswitchBelow) <= estimate } ?? lowest
+        rungs.first { Double($0.bitRate) <= estimate } ?? lowest
     }
 
     public mutating func observe(_ sample: Sample) -> Decision {
