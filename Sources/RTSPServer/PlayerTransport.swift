@@ -151,7 +151,6 @@ final class TCPPlayerOutbox: Sendable {
         var buffer: ByteBuffer
         var isMedia: Bool
         var isVideo: Bool
-        var startsPicture: Bool
         var queuedAt: Double
     }
 
@@ -189,7 +188,7 @@ final class TCPPlayerOutbox: Sendable {
                 guard startsPicture else { return }
                 state.dropUntilKeyframe = false
             }
-            state.held.append(Entry(buffer: buffer, isMedia: isMedia, isVideo: isVideo, startsPicture: startsPicture, queuedAt: now))
+            state.held.append(Entry(buffer: buffer, isMedia: isMedia, isVideo: isVideo, queuedAt: now))
             state.heldBytes += buffer.readableBytes
         }
         if channel.eventLoop.inEventLoop { drain() } else { channel.eventLoop.execute { self.drain() } }
@@ -329,7 +328,8 @@ struct InterleavedTransport: PlayerTransport {
             RTSPSerialization.writeInterleaved(channel: number, payload: scratch, to: &buffer)
         }
         if let outbox {
-            let keyframe = track == 0 && packets.contains { H264Packetizer.startsKeyframe($0.payload) }
+            // A keyframe's first packet carries its parameter sets, or its IDR's first fragment.
+            let keyframe = track == 0 && H264Packetizer.startsKeyframe(packets[0].payload)
             outbox.enqueue(buffer, isMedia: true, isVideo: track == 0, startsPicture: keyframe)
             return
         }
