@@ -145,6 +145,7 @@ public final class RTSPService: Sendable {
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .sharingLoopsFairly()
         if let size = configuration.socketSendBuffer {
             bootstrap = bootstrap.childChannelOption(.socketOption(.so_sndbuf), value: SocketOptionValue(size))
         }

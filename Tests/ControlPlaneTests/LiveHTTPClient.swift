@@ -64,9 +64,13 @@ struct LiveHTTPClient: TestClientProtocol {
         fields.replaceOrAdd(name: "Connection", value: "close")
         fields.replaceOrAdd(name: "Content-Length", value: String(body?.readableBytes ?? 0))
         return try await channel.executeThenClose { inbound, outbound in
-            try await outbound.write(.head(HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: method.rawValue), uri: uri, headers: fields)))
-            if let body { try await outbound.write(.body(.byteBuffer(body))) }
-            try await outbound.write(.end(nil))
+            // One write of the whole request: a server that answers on the head and closes (as it
+            // may with `Connection: close`) would otherwise fail a later `.end` write with "I/O on
+            // closed channel" although its answer arrived.
+            var request: [HTTPClientRequestPart] = [.head(HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: method.rawValue), uri: uri, headers: fields))]
+            if let body { request.append(.body(.byteBuffer(body))) }
+            request.append(.end(nil))
+            try await outbound.write(contentsOf: request)
             var head: HTTPResponse?
             var received = ByteBuffer()
             for try await part in inbound {

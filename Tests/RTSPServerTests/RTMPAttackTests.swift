@@ -102,14 +102,31 @@ import Testing
                 counts.set(index, Self.push(clients[index], flood, seconds: 5))
             }
         }
-        group.wait()
         // The kernel takes megabytes at once on loopback: the node works through them after the
         // sends return, so the publisher is watched over a few seconds from the attack's start.
-        Thread.sleep(until: started.addingTimeInterval(4))
+        // A loop held by an attacker shows as a long stretch with no picture at all (0.6–1.1 s
+        // when a connection could parse 256 KiB of 1-byte chunks in one turn; about 0.1 s since,
+        // on two cores shared with busy neighbours). A busy machine only thins the pictures out,
+        // and ffmpeg's -re makes up for what it could not write once its writes flow again.
+        var longestStall = 0.0
+        var lastCount = listener.node.registry.existingStream("live/legit_1")?.framesWritten ?? 0
+        var lastChange = started
+        let watchUntil = started.addingTimeInterval(4)
+        while Date() < watchUntil {
+            Thread.sleep(forTimeInterval: 0.01)
+            let count = listener.node.registry.existingStream("live/legit_1")?.framesWritten ?? 0
+            let now = Date()
+            if count != lastCount { lastCount = count; lastChange = now }
+            longestStall = max(longestStall, now.timeIntervalSince(lastChange))
+        }
+        group.wait()
+        #expect(longestStall < 0.5, "the publisher's pictures stopped for \(longestStall) s beside the attack (sent \(counts.values))")
+        // Two seconds after the watch, ffmpeg has caught up with real time: what the node took
+        // beside the attack was only delayed, never refused.
+        Thread.sleep(until: started.addingTimeInterval(6))
         let elapsed = Date().timeIntervalSince(started)
         let framesDuring = (listener.node.registry.existingStream("live/legit_1")?.framesWritten ?? 0) - framesBefore
-        // ffmpeg sends 30 pictures a second in real time; a stalled event loop would hold them back.
-        #expect(Double(framesDuring) >= elapsed * 30 * 0.6, "\(framesDuring) pictures in \(elapsed) s beside the attack (sent \(counts.values))")
+        #expect(Double(framesDuring) >= elapsed * 30 * 0.7, "\(framesDuring) pictures in \(elapsed) s from the attack's start (sent \(counts.values))")
         let grown = Self.residentBytes() - memoryBefore
         #expect(grown < 150 * 1024 * 1024, "the node grew \(grown / 1_048_576) MiB under \(counts.values.reduce(0, +) / 1_048_576) MiB of attack")
 
