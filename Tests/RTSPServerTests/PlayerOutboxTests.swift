@@ -41,8 +41,8 @@ import Testing
         #expect(after.backlogSeconds == 0, "\(after)")
         var estimator = LinkEstimator()
         let sample = estimator.observe(observation)
-        let rungs = [SwitchingPolicy.Rung(level: 1, bitRate: 2_000_000, upswitchAbove: 2_857_143, downswitchBelow: 2_105_264),
-                     SwitchingPolicy.Rung(level: 2, bitRate: 1_000_000, upswitchAbove: 1_428_572, downswitchBelow: 1_052_632)]
+        let rungs = [SwitchingPolicy.Rung(level: 1, bitRate: 2_000_000, upswitchAbove: 2_500_000, downswitchBelow: 2_105_264),
+                     SwitchingPolicy.Rung(level: 2, bitRate: 1_000_000, upswitchAbove: 1_250_000, downswitchBelow: 1_052_632)]
         var policy = SwitchingPolicy(rungs: rungs, startingAt: 2)
         #expect(policy.observe(sample) == .stay)
         _ = try channel.finish()
