@@ -67,6 +67,8 @@ let package = Package(
         ),
         // RTMP as pure codecs and a session value: handshake, chunks, AMF0, FLV media. No sockets.
         // Signed playback tokens (who may watch): pure, HMAC-SHA256 through swift-crypto.
+        // WebRTC's wire formats (STUN and ICE-lite so far): pure, no sockets, fuzzed like the others.
+        .target(name: "WebRTC", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "PlaybackAccess", dependencies: ["MediaCore", .product(name: "Crypto", package: "swift-crypto")]),
         .target(
             name: "RTMP",
@@ -168,7 +170,7 @@ let package = Package(
         .target(
             name: "FuzzTargets",
             dependencies: [
-                "RTSP", "RTMP", "RTSPServer", "Transcoder", "MediaCore",
+                "RTSP", "RTMP", "RTSPServer", "Transcoder", "MediaCore", "WebRTC",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ]
@@ -176,6 +178,7 @@ let package = Package(
         .executableTarget(name: "abr-fuzz", dependencies: ["FuzzTargets"]),
         .testTarget(name: "MediaCoreTests", dependencies: ["MediaCore"]),
         .testTarget(name: "LadderQualityTests", dependencies: ["LadderQuality"]),
+        .testTarget(name: "WebRTCTests", dependencies: ["WebRTC"]),
         .testTarget(name: "RTMPTests", dependencies: ["RTMP", "MediaCore", .product(name: "NIOCore", package: "swift-nio"),
                                                     .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(

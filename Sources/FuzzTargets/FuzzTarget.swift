@@ -6,6 +6,7 @@ import RTMP
 import RTSP
 import RTSPServer
 import Transcoder
+import WebRTC
 
 /// Every parser that takes bytes from the network or an API client, as one entry point each.
 /// libFuzzer drives them through `abr-fuzz` (built with `-sanitize=fuzzer`); the test suite replays
@@ -37,6 +38,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case elementaryStreams = "elementary-streams"
     case rtmpChunks = "rtmp-chunks"
     case transportStreamGuard = "ts-guard"
+    case stun
 
     public func run(_ bytes: [UInt8]) {
         switch self {
@@ -67,10 +69,27 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .elementaryStreams: Self.elementaryStreams(bytes)
         case .rtmpChunks: Self.rtmpChunks(bytes)
         case .transportStreamGuard: Self.transportStreamGuard(bytes)
+        case .stun: Self.stun(bytes)
         }
     }
 
     // MARK: - Targets
+
+    /// A datagram on the WebRTC port that claims to be STUN: parsed, re-encoded and read back
+    /// the same, and answered by ICE-lite for a session whose ufrag a mutation can hit.
+    static func stun(_ bytes: [UInt8]) {
+        if let received = try? STUNMessage.parse(bytes) {
+            let again = try? STUNMessage.parse(received.message.encoded(integrityKey: [1, 2, 3]))
+            precondition(again?.message == received.message, "a STUN message did not survive its own encoding")
+        }
+        let session = ICELiteResponder.Credentials(localUfrag: "node", localPassword: "node-password-0123456789", remoteUfrag: "brws")
+        switch ICELiteResponder.respond(to: bytes, from: [127, 0, 0, 1], port: 9) { $0 == "node" ? session : nil } {
+        case let .answer(response, _, _), let .refuse(response?, _):
+            precondition((try? STUNMessage.parse(response)) != nil, "ICE-lite answered with a message it cannot read back")
+        case .refuse, .ignore:
+            break
+        }
+    }
 
     /// The first byte chooses how the input is cut into reads, as TCP would deliver it.
     static func rtspMessage(_ bytes: [UInt8]) {
