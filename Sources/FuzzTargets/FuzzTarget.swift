@@ -39,6 +39,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case rtmpChunks = "rtmp-chunks"
     case transportStreamGuard = "ts-guard"
     case stun
+    case sdpOffer = "sdp-offer"
 
     public func run(_ bytes: [UInt8]) {
         switch self {
@@ -70,10 +71,21 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .rtmpChunks: Self.rtmpChunks(bytes)
         case .transportStreamGuard: Self.transportStreamGuard(bytes)
         case .stun: Self.stun(bytes)
+        case .sdpOffer: Self.sdpOffer(bytes)
         }
     }
 
     // MARK: - Targets
+
+    /// A WHEP POST's body: read within its limits, or refused with a printable reason.
+    static func sdpOffer(_ bytes: [UInt8]) {
+        do {
+            let offer = try WebRTCOffer.parse(String(decoding: bytes, as: UTF8.self))
+            precondition(offer.media.count <= WebRTCOffer.maximumMedia && offer.media.allSatisfy { $0.formats.count <= WebRTCOffer.maximumFormatsPerMedia })
+        } catch {
+            precondition(error.description.unicodeScalars.allSatisfy { $0.value >= 0x20 && $0.value < 0x7F }, "unescaped bytes in \(error.description)")
+        }
+    }
 
     /// A datagram on the WebRTC port that claims to be STUN: parsed, re-encoded and read back
     /// the same, and answered by ICE-lite for a session whose ufrag a mutation can hit.
