@@ -68,7 +68,7 @@ let package = Package(
         // RTMP as pure codecs and a session value: handshake, chunks, AMF0, FLV media. No sockets.
         // Signed playback tokens (who may watch): pure, HMAC-SHA256 through swift-crypto.
         // WebRTC's wire formats (STUN and ICE-lite so far): pure, no sockets, fuzzed like the others.
-        .target(name: "WebRTC", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
+        .target(name: "WebRTC", dependencies: ["RTSP", .product(name: "NIOCore", package: "swift-nio"), .product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "PlaybackAccess", dependencies: ["MediaCore", .product(name: "Crypto", package: "swift-crypto")]),
         .target(
             name: "RTMP",
@@ -178,7 +178,7 @@ let package = Package(
         .executableTarget(name: "abr-fuzz", dependencies: ["FuzzTargets"]),
         .testTarget(name: "MediaCoreTests", dependencies: ["MediaCore"]),
         .testTarget(name: "LadderQualityTests", dependencies: ["LadderQuality"]),
-        .testTarget(name: "WebRTCTests", dependencies: ["WebRTC"]),
+        .testTarget(name: "WebRTCTests", dependencies: ["WebRTC", "RTSP", .product(name: "NIOCore", package: "swift-nio")]),
         .testTarget(name: "RTMPTests", dependencies: ["RTMP", "MediaCore", .product(name: "NIOCore", package: "swift-nio"),
                                                     .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(

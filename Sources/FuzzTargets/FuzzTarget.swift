@@ -40,6 +40,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case transportStreamGuard = "ts-guard"
     case stun
     case sdpOffer = "sdp-offer"
+    case webrtcFeedback = "webrtc-feedback"
 
     public func run(_ bytes: [UInt8]) {
         switch self {
@@ -72,10 +73,23 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .transportStreamGuard: Self.transportStreamGuard(bytes)
         case .stun: Self.stun(bytes)
         case .sdpOffer: Self.sdpOffer(bytes)
+        case .webrtcFeedback: Self.webrtcFeedback(bytes)
         }
     }
 
     // MARK: - Targets
+
+    /// A WebRTC viewer's RTCP (after SRTCP): every figure within the bounds the node relies on.
+    static func webrtcFeedback(_ bytes: [UInt8]) {
+        for item in RTCPFeedback.parseCompound(bytes) {
+            switch item {
+            case let .nack(_, sequences): precondition(sequences.count <= RTCPFeedback.maximumNackedSequences)
+            case let .receiverEstimate(bitRate, _): precondition(bitRate <= RTCPFeedback.maximumBitRate)
+            case let .transportFeedback(feedback): precondition(feedback.packets.count <= TransportFeedback.maximumStatuses)
+            default: break
+            }
+        }
+    }
 
     /// A WHEP POST's body: read within its limits, or refused with a printable reason.
     static func sdpOffer(_ bytes: [UInt8]) {

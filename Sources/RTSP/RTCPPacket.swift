@@ -31,16 +31,27 @@ public enum RTCPPacket: Sendable, Equatable {
         }
     }
 
-    /// Parses a compound packet; stops quietly at anything malformed (RTCP is advisory).
-    public static func parseCompound(_ buffer: ByteBuffer) -> [RTCPPacket] {
+    /// The packets of a compound packet, each whole (header included) with its first byte and
+    /// type; stops quietly at anything malformed (RTCP is advisory: what came before counts).
+    public static func splitCompound(_ buffer: ByteBuffer) -> [(first: UInt8, type: UInt8, packet: ByteBuffer)] {
         var buffer = buffer
-        var packets: [RTCPPacket] = []
+        var packets: [(first: UInt8, type: UInt8, packet: ByteBuffer)] = []
         while buffer.readableBytes >= 4 {
-            guard let b0 = buffer.getInteger(at: buffer.readerIndex, as: UInt8.self), b0 >> 6 == 2,
+            guard let first = buffer.getInteger(at: buffer.readerIndex, as: UInt8.self), first >> 6 == 2,
                   let type = buffer.getInteger(at: buffer.readerIndex + 1, as: UInt8.self),
                   let words = buffer.getInteger(at: buffer.readerIndex + 2, as: UInt16.self) else { break }
             let length = (Int(words) + 1) * 4
-            guard buffer.readableBytes >= length, var body = buffer.readSlice(length: length) else { break }
+            guard buffer.readableBytes >= length, let packet = buffer.readSlice(length: length) else { break }
+            packets.append((first, type, packet))
+        }
+        return packets
+    }
+
+    /// Parses a compound packet; stops quietly at anything malformed (RTCP is advisory).
+    public static func parseCompound(_ buffer: ByteBuffer) -> [RTCPPacket] {
+        var packets: [RTCPPacket] = []
+        for (b0, type, packet) in splitCompound(buffer) {
+            var body = packet
             body.moveReaderIndex(forwardBy: 4)
             let count = Int(b0 & 0x1F)
             switch type {
