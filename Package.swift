@@ -67,6 +67,11 @@ let package = Package(
         ),
         // RTMP as pure codecs and a session value: handshake, chunks, AMF0, FLV media. No sockets.
         // Signed playback tokens (who may watch): pure, HMAC-SHA256 through swift-crypto.
+        // OpenSSL's DTLS behind a small C shim (datagrams in memory, never a socket), and libsrtp2.
+        .target(name: "CDTLS", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
+        .systemLibrary(name: "CSRTP", pkgConfig: "libsrtp2", providers: [.apt(["libsrtp2-dev"])]),
+        // The only importer of CDTLS and CSRTP: a viewer's DTLS association and its SRTP.
+        .target(name: "WebRTCTransport", dependencies: ["CDTLS", "CSRTP"]),
         // WebRTC's wire formats (STUN and ICE-lite so far): pure, no sockets, fuzzed like the others.
         .target(name: "WebRTC", dependencies: ["RTSP", .product(name: "NIOCore", package: "swift-nio"), .product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "PlaybackAccess", dependencies: ["MediaCore", .product(name: "Crypto", package: "swift-crypto")]),
@@ -178,7 +183,7 @@ let package = Package(
         .executableTarget(name: "abr-fuzz", dependencies: ["FuzzTargets"]),
         .testTarget(name: "MediaCoreTests", dependencies: ["MediaCore"]),
         .testTarget(name: "LadderQualityTests", dependencies: ["LadderQuality"]),
-        .testTarget(name: "WebRTCTests", dependencies: ["WebRTC", "RTSP", .product(name: "NIOCore", package: "swift-nio")]),
+        .testTarget(name: "WebRTCTests", dependencies: ["WebRTC", "WebRTCTransport", "RTSP", .product(name: "NIOCore", package: "swift-nio")]),
         .testTarget(name: "RTMPTests", dependencies: ["RTMP", "MediaCore", .product(name: "NIOCore", package: "swift-nio"),
                                                     .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(
