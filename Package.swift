@@ -72,6 +72,17 @@ let package = Package(
         .systemLibrary(name: "CSRTP", pkgConfig: "libsrtp2", providers: [.apt(["libsrtp2-dev"])]),
         // The only importer of CDTLS and CSRTP: a viewer's DTLS association and its SRTP.
         .target(name: "WebRTCTransport", dependencies: ["CDTLS", "CSRTP"]),
+        // WHEP playback: the UDP port, its viewers (ICE-lite, DTLS, SRTP) as players of the ladder.
+        .target(
+            name: "WebRTCServer",
+            dependencies: [
+                "WebRTC", "WebRTCTransport", "RTSPServer", "RTSP", "MediaCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         // WebRTC's wire formats (STUN and ICE-lite so far): pure, no sockets, fuzzed like the others.
         .target(name: "WebRTC", dependencies: ["RTSP", .product(name: "NIOCore", package: "swift-nio"), .product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "PlaybackAccess", dependencies: ["MediaCore", .product(name: "Crypto", package: "swift-crypto")]),
@@ -127,7 +138,7 @@ let package = Package(
         .target(
             name: "ControlPlane",
             dependencies: [
-                "LiveNode", "RTSPServer", "RTSP", "Transcoder", "MediaCore", "Store", "PlaybackAccess",
+                "LiveNode", "RTSPServer", "RTSP", "Transcoder", "MediaCore", "Store", "PlaybackAccess", "WebRTCServer",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -154,7 +165,7 @@ let package = Package(
         .target(
             name: "NodeApp",
             dependencies: [
-                "Transcoder", "MediaCore", "RTSPServer", "RTMPServer", "SRTServer", "LiveNode", "ControlPlane", "Store", "CAllocator",
+                "Transcoder", "MediaCore", "RTSPServer", "RTMPServer", "SRTServer", "WebRTCServer", "LiveNode", "ControlPlane", "Store", "CAllocator",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),

@@ -8,6 +8,7 @@ import RTSPServer
 import Store
 import Synchronization
 import Transcoder
+import WebRTCServer
 
 /// The node as a stream manager sees it: provisions (validated, stored, handed to the live
 /// node), jobs and their figures, hints, events, capacity and metrics. `HTTPAPI` puts it on
@@ -66,6 +67,7 @@ public final class ControlPlane: Sendable {
     private let ingestBases = Mutex<(rtmp: String?, srt: String?)>((nil, nil))
     /// The RTSP server, once attached: its players, and new players refused in HARD_SUNSET.
     let rtspService = Mutex<RTSPService?>(nil)
+    let webrtcService = Mutex<WebRTCService?>(nil)
 
     public init(configuration: Configuration, nodeConfiguration: LiveNode.Configuration, registry: StreamRegistry,
                 store: any NodeStore, metrics: NodeMetrics = NodeMetrics(), logger: Logger = Logger(label: "abr.control")) async {
@@ -104,6 +106,15 @@ public final class ControlPlane: Sendable {
 
     /// Shows `rtsp`'s players in job views and on the status page, and turns their moves between
     /// rungs into `playerSwitched` events and the switch counter.
+    let webrtcPortValue = Mutex<Int?>(nil)
+    public func setWebRTCPort(_ port: Int) { webrtcPortValue.withLock { $0 = port } }
+    public var webrtcPort: Int? { webrtcPortValue.withLock { $0 } }
+
+    /// WHEP's viewers, when the node listens for WebRTC.
+    public func attachWebRTC(_ webrtc: WebRTCService) {
+        webrtcService.withLock { $0 = webrtc }
+    }
+
     public func attachPlayers(_ rtsp: RTSPService) {
         rtspService.withLock { $0 = rtsp }
         rtsp.observePlayerSwitches { [self] move in playerSwitched(move) }

@@ -218,6 +218,9 @@ public enum HTTPAPI {
                      body: .init(byteBuffer: ByteBuffer(string: StatusPage.render(plane))))
         }
 
+        addWHEPRoutes(router, plane: plane)
+        addPlayerPage(router, plane: plane)
+
         // MARK: HLS, for players on any origin
         let hls = router.group(RouterPath(HLSLayout.liveRoot)).add(middleware: CORSMiddleware(allowOrigin: .all, allowHeaders: [.range, .accept, .origin],
                                                                     allowMethods: [.get, .head, .options], maxAge: .seconds(3600)))

@@ -8,6 +8,7 @@ enum StatusPage {
         let jobs = plane.jobViews()
         let capacity = plane.capacitySnapshot()
         let rtsp = plane.rtspBaseURL ?? "rtsp://(not listening)"
+        let webrtc = plane.webrtcPort != nil
         var sections = ""
         for job in jobs {
             let id = html(job.streamGuid)
@@ -15,7 +16,7 @@ enum StatusPage {
                 """
                 <tr data-variant="\(html(v.streamGuid))"><td>\(v.abrLevel)</td><td>\(v.width)×\(v.height)</td><td>\(v.declaredBitRate / 1000)k</td>\
                 <td class="avg">–</td><td class="peak">–</td><td class="fps">–</td><td class="frames">–</td><td class="drops">–</td>\
-                <td class="players">–</td><td class="lat">–</td><td><a href="\(html(v.hls))">HLS</a> <code>\(html(v.rtsp ?? "\(rtsp)/\(v.streamGuid)"))</code></td></tr>
+                <td class="players">–</td><td class="lat">–</td><td><a href="\(html(v.hls))">HLS</a>\(webrtc ? " <a href=\"/play/\(html(v.streamGuid))\">WebRTC</a>" : "") <code>\(html(v.rtsp ?? "\(rtsp)/\(v.streamGuid)"))</code></td></tr>
                 """
             }.joined(separator: "\n")
             sections += """

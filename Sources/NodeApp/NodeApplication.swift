@@ -6,6 +6,7 @@ import MediaCore
 import RTMPServer
 import RTSPServer
 import SRTServer
+import WebRTCServer
 import ServiceLifecycle
 import Store
 import Transcoder
@@ -151,11 +152,17 @@ private func assemble(_ settings: NodeSettings, environment: [String: String], m
                      "RTSP: \(rtspBase)/<stream guid>"]
         if let rtmp = plane.ingestBaseURLs.rtmp { lines.append("RTMP: \(rtmp)/<stream guid>  (publish only)") }
         if let srt = plane.ingestBaseURLs.srt { lines.append("SRT: \(srt)?streamid=publish:<stream guid>  (publish only, MPEG-TS)") }
+        if let webrtc = plane.webrtcPort {
+            lines.append("WebRTC: \(base)/whep/<stream guid> (WHEP; media on UDP \(webrtc))   player page: \(base)/play/<stream guid>")
+        }
         for ladder in plane.node.ladders {
             let credentials = ladder.publisherCredentials.map { " (as user \($0.username), with the provision's password)" } ?? ""
             lines.append("  \(ladder.streamGuid): publish to \(plane.publishURLs(top: ladder.top.streamGuid).joined(separator: " or "))\(credentials)")
             lines.append("    HLS: \(base)\(HLSLayout(ladderGuid: ladder.streamGuid).liveURLPath())")
             lines.append("    RTSP: " + ladder.variants.map { "\(rtspBase)/\($0.streamGuid)" }.joined(separator: " "))
+            if plane.webrtcPort != nil {
+                lines.append("    WebRTC: " + ladder.variants.map { "\(base)/play/\($0.streamGuid)" }.joined(separator: " "))
+            }
         }
         // Unbuffered: scripts and tests read the ports from here while the node runs.
         FileHandle.standardOutput.write(Data((lines.joined(separator: "\n") + "\n").utf8))
@@ -273,7 +280,35 @@ private func startListeners(_ settings: NodeSettings, environment: [String: Stri
         plane.fleet.setPorts { $0.srt = port }
         services.append(service)
     }
+    if settings.webrtcPort >= 0 {
+        var webrtc = WebRTCService.Configuration()
+        webrtc.host = host
+        webrtc.port = settings.webrtcPort
+        webrtc.candidates = settings.webrtcCandidates
+        webrtc.maximumSessions = descriptors.rtspConnections
+        webrtc.maximumSessionsPerAddress = min(settings.maxConnectionsPerAddress, descriptors.rtspConnections)
+        let service: WebRTCService
+        do {
+            service = try WebRTCService(configuration: webrtc, registry: registry)
+        } catch {
+            for close in bound.reversed() { close() }
+            throw NodeStartFailure(kind: .environment, description: "cannot set up WebRTC's DTLS: \(error)")
+        }
+        let port = try bind("WebRTC", port: settings.webrtcPort, hint: " (--webrtc-port=-1 turns WebRTC off)", service.start, shutdown: service.shutdown)
+        plane.attachWebRTC(service)
+        plane.setWebRTCPort(port)
+        services.append(WebRTCLifecycle(service: service))
+    }
     return (rtspPort, services)
+}
+
+/// The WebRTC port as a swift-service-lifecycle service: it runs until the node shuts down.
+struct WebRTCLifecycle: Service {
+    let service: WebRTCService
+    func run() async throws {
+        try? await gracefulShutdown()
+        service.shutdown()
+    }
 }
 
 /// Provision files named at start (`--provision`): read, checked, and stored like one posted to the API.

@@ -21,6 +21,10 @@ public struct NodeSettings: Sendable {
     /// 0 picks a free port, -1 turns the listener off.
     public var srtPort = 8890
     public var srtLatencyMilliseconds = 120
+    /// WHEP viewers' one UDP port; 0 picks a free port, -1 turns WebRTC off.
+    public var webrtcPort = 8189
+    /// Addresses announced to browsers as host candidates (empty: the listening address).
+    public var webrtcCandidates: [String] = []
     /// 0 picks a free port.
     public var httpPort = 5080
     /// The server's RTP port for UDP transport (RTCP the next one); 0 picks a free pair.
@@ -65,6 +69,7 @@ public struct NodeSettings: Sendable {
             throw refuse("\(name) must be 0 to 65535 (got \(port))")
         }
         guard (-1...65535).contains(rtmpPort) else { throw refuse("--rtmp-port must be -1 (off) or 0 to 65535 (got \(rtmpPort))") }
+        guard (-1...65535).contains(webrtcPort) else { throw refuse("--webrtc-port must be -1 (off) or 0 to 65535 (got \(webrtcPort))") }
         guard (-1...65535).contains(srtPort) else { throw refuse("--srt-port must be -1 (off) or 0 to 65535 (got \(srtPort))") }
         guard (20...10_000).contains(srtLatencyMilliseconds) else {
             throw refuse("--srt-latency must be 20 to 10000 ms (got \(srtLatencyMilliseconds))")

@@ -212,16 +212,25 @@ public struct H264ProfileLevel: Sendable, Equatable {
         }
     }
 
+    /// High and the profiles above it (High 10, High 4:2:2, High 4:4:4 Predictive): H.264 Annex A
+    /// makes each one's decoders decode every profile before it. Chromium without proprietary
+    /// codecs offers High 4:4:4 Predictive (`f4001f`) and no plain High.
+    static let highFamily: [UInt8] = [100, 110, 122, 244]
+
     /// Whether a decoder offered as `decoder` takes a stream of this profile. The level does not
     /// matter: WebRTC offers carry level-asymmetry-allowed, and browsers decode above the level
     /// they name. Constrained Baseline is a subset of every profile here.
     public func isDecodable(by decoder: H264ProfileLevel) -> Bool {
-        switch (profile, decoder.profile) {
-        case (.constrainedBaseline, _): true
-        case (.baseline, .baseline), (.baseline, .extended): true
-        case (.main, .main), (.main, .high): true
-        case (.high, .high): true
-        default: false
+        let decoderRank = Self.highFamily.firstIndex(of: decoder.profileIDC)
+        switch profile {
+        case .constrainedBaseline: return true
+        case .baseline: return decoder.profile == .baseline || decoder.profile == .extended
+        case .main: return decoder.profile == .main || decoderRank != nil
+        case .high: return decoderRank != nil
+        case let .other(idc):
+            guard let rank = Self.highFamily.firstIndex(of: idc), let decoderRank else { return false }
+            return rank <= decoderRank
+        case .extended: return decoder.profile == .extended
         }
     }
 }

@@ -41,7 +41,8 @@ public enum DTLSError: Error, Equatable, CustomStringConvertible {
 
 /// One viewer's DTLS association: datagrams in, datagrams out, and once connected the SRTP keys
 /// and profile. Not thread-safe: its owner (one event loop) calls it.
-public final class DTLSSession {
+// @unchecked Sendable: not thread-safe itself; its owner (a viewer) uses it under its lock only.
+public final class DTLSSession: @unchecked Sendable {
     public enum State: Equatable {
         case handshaking, connected, failed(String), closed
     }

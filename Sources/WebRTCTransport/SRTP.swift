@@ -3,7 +3,8 @@ import CSRTP
 /// One direction of SRTP and SRTCP for one viewer (libsrtp2): the node protects what it sends
 /// with the server's key, and unprotects what the browser sends with the client's. Replays and
 /// forgeries are refused by libsrtp's authentication and replay window.
-public final class SRTPSession {
+// @unchecked Sendable: not thread-safe itself; its owner (a viewer) uses it under its lock only.
+public final class SRTPSession: @unchecked Sendable {
     public enum Direction { case outbound, inbound }
 
     public enum Failure: Error, Equatable, CustomStringConvertible {

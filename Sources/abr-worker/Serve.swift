@@ -44,6 +44,12 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "SRT port for MPEG-TS publishers (stream ID: #!::r=live/stream1_1,m=publish,u=USER,p=PASSWORD); 0 picks a free one, -1 turns SRT off. ABR_WORKER_SRT_PASSPHRASE, when set, makes publishers encrypt with it.")
     var srtPort = 8890
 
+    @Option(help: "UDP port for WebRTC viewers (WHEP at http://HOST:HTTP-PORT/whep/<stream guid>); 0 picks a free one, -1 turns WebRTC off.")
+    var webrtcPort = 8189
+
+    @Option(help: "An address browsers reach the WebRTC port at, announced as a host candidate (repeatable; for NAT and Kubernetes). Default: the listening address.")
+    var webrtcCandidate: [String] = []
+
     @Option(help: "SRT receive latency in milliseconds (how long a lost packet may be waited for).")
     var srtLatency = 120
 
@@ -122,6 +128,8 @@ struct Serve: AsyncParsableCommand {
         settings.rtmpPort = rtmpPort
         settings.srtPort = srtPort
         settings.srtLatencyMilliseconds = srtLatency
+        settings.webrtcPort = webrtcPort
+        settings.webrtcCandidates = webrtcCandidate
         settings.httpPort = httpPort
         settings.rtpPort = rtpPort
         settings.dataDirectory = dataDir

@@ -24,6 +24,7 @@ import TestSupport
         settings.httpPort = 0
         settings.rtmpPort = 0
         settings.srtPort = -1
+        settings.webrtcPort = 0
         settings.dataDirectory = directory.path
         settings.provisionFiles = [fixture("provisions/sm2-3-level.json")]
         settings.nodeGroup = "east"

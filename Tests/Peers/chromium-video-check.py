@@ -76,35 +76,57 @@ PROBE = """JSON.stringify([...document.querySelectorAll('video')].map(v => ({
   src: v.currentSrc, currentTime: v.currentTime, readyState: v.readyState, paused: v.paused,
   error: v.error ? v.error.code : null, width: v.videoWidth, height: v.videoHeight})))"""
 
-def main():
-    url = sys.argv[1]
-    seconds = float(sys.argv[2]) if len(sys.argv) > 2 else 20
-    profile = tempfile.mkdtemp(prefix="abr-chromium-")
-    browser = subprocess.Popen(
-        ["chromium", "--headless=new", "--no-sandbox", "--disable-gpu", "--mute-audio", "--no-first-run",
-         "--autoplay-policy=no-user-gesture-required", "--remote-debugging-port=0", "--remote-debugging-address=127.0.0.1",
-         f"--user-data-dir={profile}", url],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
+class Browser:
+    """Headless Chromium on a page, driven over DevTools; `close()` ends it and its profile."""
+    def __init__(self, url, flags=()):
+        self.profile = tempfile.mkdtemp(prefix="abr-chromium-")
+        self.process = subprocess.Popen(
+            ["chromium", "--headless=new", "--no-sandbox", "--disable-gpu", "--mute-audio", "--no-first-run",
+             "--autoplay-policy=no-user-gesture-required", "--remote-debugging-port=0", "--remote-debugging-address=127.0.0.1",
+             f"--user-data-dir={self.profile}", *flags, url],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.devtools = None
         endpoint = None
         deadline = time.time() + 30
         while time.time() < deadline and endpoint is None:
-            line = browser.stderr.readline()
-            if not line and browser.poll() is not None:
+            line = self.process.stderr.readline()
+            if not line and self.process.poll() is not None:
                 break
             match = re.search(r"DevTools listening on ws://127\.0\.0\.1:(\d+)/", line)
             if match:
                 endpoint = int(match.group(1))
         if endpoint is None:
-            print(json.dumps({"error": "chromium did not open its DevTools port"}))
-            return 2
+            return
         page = None
         while time.time() < deadline and page is None:
             targets = json.load(urllib.request.urlopen(f"http://127.0.0.1:{endpoint}/json/list", timeout=5))
             page = next((t for t in targets if t.get("type") == "page" and "webSocketDebuggerUrl" in t), None)
             if page is None:
                 time.sleep(0.2)
-        devtools = DevTools(page["webSocketDebuggerUrl"])
+        if page is not None:
+            self.devtools = DevTools(page["webSocketDebuggerUrl"])
+
+    def evaluate(self, expression, await_promise=False):
+        reply = self.devtools.call("Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": await_promise})
+        return reply.get("result", {}).get("result", {}).get("value")
+
+    def close(self):
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        shutil.rmtree(self.profile, ignore_errors=True)
+
+def main():
+    url = sys.argv[1]
+    seconds = float(sys.argv[2]) if len(sys.argv) > 2 else 20
+    browser = Browser(url)
+    try:
+        if browser.devtools is None:
+            print(json.dumps({"error": "chromium did not open its DevTools port"}))
+            return 2
+        devtools = browser.devtools
         first, last = {}, {}
         end = time.time() + seconds
         while time.time() < end:
@@ -123,12 +145,7 @@ def main():
         print(json.dumps({"played": played, "advanced": advanced, "videos": list(last.values())}), flush=True)
         return 0 if played else 1
     finally:
-        browser.terminate()
-        try:
-            browser.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            browser.kill()
-        shutil.rmtree(profile, ignore_errors=True)
+        browser.close()
 
 if __name__ == "__main__":
     sys.exit(main())

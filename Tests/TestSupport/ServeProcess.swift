@@ -49,7 +49,7 @@ public final class ServeProcess: @unchecked Sendable {
         // Tests count what every rung produces while the suite itself keeps the machine busy: a
         // rung shed for that would fail them for the wrong reason. Shedding has its own tests.
         process.arguments = launcher.dropFirst() + (launcher.isEmpty ? [] : [workerExecutable])
-            + ["serve", "--host", host, "--rtsp-port", "0", "--rtmp-port", "0", "--srt-port", "0", "--http-port", "0", "--data-dir", dataDirectory.path,
+            + ["serve", "--host", host, "--rtsp-port", "0", "--rtmp-port", "0", "--srt-port", "0", "--webrtc-port", "0", "--http-port", "0", "--data-dir", dataDirectory.path,
                "--status-interval", "0", "--no-load-shedding"] + arguments
         var env = ProcessInfo.processInfo.environment
         for (key, value) in environment { env[key] = value }

@@ -72,6 +72,9 @@ import Testing
         #expect(high.isDecodable(by: try #require(H264ProfileLevel(video: "64001f"))))
         #expect(!high.isDecodable(by: try #require(H264ProfileLevel(video: "42e01f"))))
         #expect(try #require(H264ProfileLevel(video: "42e01f")).isDecodable(by: high))
+        // Chromium without proprietary codecs offers High 4:4:4 Predictive, whose decoders take High.
+        #expect(high.isDecodable(by: try #require(H264ProfileLevel(video: "f4001f"))))
+        #expect(!(try #require(H264ProfileLevel(video: "f4001f"))).isDecodable(by: high))
         #expect(H264ProfileLevel(video: "zz") == nil)
     }
 }

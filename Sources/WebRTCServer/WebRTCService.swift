@@ -1,0 +1,268 @@
+import Dispatch
+import Logging
+import MediaCore
+import NIOCore
+import NIOPosix
+import RTSP
+import RTSPServer
+import ServiceLifecycle
+import Synchronization
+import WebRTC
+import WebRTCTransport
+
+/// WebRTC playback over WHEP (RFC 9725): one UDP port for every viewer, packets told apart by
+/// their first byte (RFC 7983: STUN, DTLS, SRTP/SRTCP). The node is ICE-lite and the DTLS server;
+/// each viewer is a `PacketPlayer` of its rung, so it shares the pictures RTSP players get.
+public final class WebRTCService: Sendable {
+    public struct Configuration: Sendable {
+        public var host = "127.0.0.1"
+        /// The one UDP port (MediaMTX's default for WebRTC media).
+        public var port = 8189
+        /// Addresses announced as host candidates (NAT, Kubernetes); empty: the listening address.
+        public var candidates: [String] = []
+        /// Viewers at once, and from one IP address (as for RTSP connections).
+        public var maximumSessions = 256
+        public var maximumSessionsPerAddress = 16
+        /// Seconds a session may take to finish ICE and DTLS, and seconds of silence (no STUN
+        /// consent check, no RTCP) after which it ends.
+        public var setupTimeout = 15.0
+        public var silenceTimeout = 30.0
+        public init() {}
+    }
+
+    /// Why an offer was not served: the HTTP status and the reason (the API's one error body).
+    public struct Refusal: Error, Equatable, CustomStringConvertible {
+        public var status: Int
+        public var reason: String
+        public var description: String { reason }
+    }
+
+    public let configuration: Configuration
+    let registry: StreamRegistry
+    let logger: Logger
+    let identity: DTLSIdentity
+    let quota: ConnectionQuota
+    let refusals = RefusalLog()
+    private let state = Mutex<State>(State())
+
+    struct State {
+        var channel: Channel?
+        var group: MultiThreadedEventLoopGroup?
+        var port = 0
+        var byUfrag: [String: WebRTCViewer] = [:]
+        var byID: [String: WebRTCViewer] = [:]
+        var byAddress: [SocketAddress: WebRTCViewer] = [:]
+        var sweep: RepeatedTask?
+    }
+
+    public init(configuration: Configuration, registry: StreamRegistry, logger: Logger = Logger(label: "abr.webrtc")) throws {
+        self.configuration = configuration
+        self.registry = registry
+        self.logger = logger
+        identity = try DTLSIdentity()
+        quota = ConnectionQuota(total: configuration.maximumSessions, perAddress: configuration.maximumSessionsPerAddress)
+    }
+
+    /// Binds the UDP port; returns it (useful with port 0).
+    public func start() throws -> Int {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        do {
+            let channel = try DatagramBootstrap(group: group)
+                .channelOption(.socketOption(.so_reuseaddr), value: 1)
+                .channelOption(.socketOption(.so_rcvbuf), value: 4 << 20)
+                .channelOption(.socketOption(.so_sndbuf), value: 4 << 20)
+                .channelInitializer { [self] channel in
+                    channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(DatagramHandler(service: self)) }
+                }
+                .bind(host: configuration.host, port: configuration.port).wait()
+            let port = channel.localAddress?.port ?? configuration.port
+            let sweep = channel.eventLoop.scheduleRepeatedTask(initialDelay: .seconds(1), delay: .seconds(1)) { [self] _ in expire() }
+            state.withLock {
+                $0.channel = channel
+                $0.group = group
+                $0.port = port
+                $0.sweep = sweep
+            }
+            logger.info("WebRTC listening", metadata: ["webrtc.port": "\(port)", "dtls.fingerprint": "\(identity.fingerprint)"])
+            return port
+        } catch {
+            try? group.syncShutdownGracefully()
+            throw error
+        }
+    }
+
+    public var port: Int { state.withLock { $0.port } }
+
+    public func shutdown() {
+        let (channel, group, viewers, sweep) = state.withLock { state in
+            defer {
+                state.byUfrag = [:]
+                state.byID = [:]
+                state.byAddress = [:]
+                state.channel = nil
+                state.group = nil
+            }
+            return (state.channel, state.group, Array(state.byID.values), state.sweep)
+        }
+        sweep?.cancel()
+        for viewer in viewers { viewer.end(reason: "node shutting down") }
+        try? channel?.close().wait()
+        try? group?.syncShutdownGracefully()
+    }
+
+    // MARK: - WHEP
+
+    /// A WHEP POST: `path` names a rung (`live/stream1_2`); `pinned` keeps the viewer on it.
+    /// Returns the session's id (its resource) and the SDP answer.
+    public func offer(_ sdp: String, path: String, pinned: Bool, from address: String) throws(Refusal) -> (id: String, answer: String) {
+        guard let stream = registry.existingStream(path), stream.isPlayable, let video = stream.video else {
+            throw Refusal(status: 404, reason: "no such stream: \(path)")
+        }
+        let offer: WebRTCOffer
+        do {
+            offer = try WebRTCOffer.parse(sdp)
+        } catch {
+            throw Refusal(status: 400, reason: error.description)
+        }
+        guard video.sps.count >= 4 else { throw Refusal(status: 406, reason: "the stream's SPS is too short to name its profile") }
+        let profile = video.sps[1...3].map { byte in (byte < 16 ? "0" : "") + String(byte, radix: 16) }.joined()
+        let (channel, port) = state.withLock { ($0.channel, $0.port) }
+        guard let channel else { throw Refusal(status: 503, reason: "WebRTC is not listening") }
+        guard quota.admit(address) else {
+            refusals.log(logger, "WebRTC session refused: too many sessions", kind: "sessions", metadata: ["webrtc.address": "\(address)"])
+            throw Refusal(status: 503, reason: "too many WebRTC sessions (\(quota.total) in all, \(quota.perAddress) from one address)")
+        }
+        let hosts = configuration.candidates.isEmpty ? [configuration.host == "0.0.0.0" ? "127.0.0.1" : configuration.host] : configuration.candidates
+        var generator = SystemRandomNumberGenerator()
+        let ufrag = Self.token(8, using: &generator)
+        let plan = WHEPAnswer.Plan(iceUfrag: ufrag, icePassword: Self.token(24, using: &generator), fingerprint: identity.fingerprint,
+                                   candidates: hosts.map { ($0, port) }, videoProfileLevelID: profile,
+                                   videoSSRC: generator.next(), retransmissionSSRC: generator.next(), audioSSRC: nil,
+                                   streamID: path.replacingOccurrences(of: "/", with: "-"))
+        let answer: WHEPAnswer
+        do {
+            answer = try WHEPAnswer.answer(offer, plan: plan)
+        } catch {
+            quota.release(address)
+            throw Refusal(status: error.status, reason: error.reason)
+        }
+        let viewer: WebRTCViewer
+        do {
+            viewer = try WebRTCViewer(service: self, channel: channel, path: path, pinned: pinned, plan: plan, answer: answer,
+                                      remoteAddress: address)
+        } catch {
+            quota.release(address)
+            throw Refusal(status: 500, reason: "cannot start DTLS: \(error)")
+        }
+        state.withLock {
+            $0.byUfrag[ufrag] = viewer
+            $0.byID[viewer.id] = viewer
+        }
+        logger.info("WebRTC viewer offered", metadata: ["stream.guid": "\(path)", "session": "\(viewer.id)", "video.payloadType": "\(answer.videoPayloadType)"])
+        return (viewer.id, answer.sdp)
+    }
+
+    /// A WHEP DELETE: false when there is no such session.
+    public func end(id: String) -> Bool {
+        guard let viewer = state.withLock({ $0.byID[id] }) else { return false }
+        viewer.end(reason: "the viewer deleted its session")
+        return true
+    }
+
+    public var sessionCount: Int { state.withLock { $0.byID.count } }
+
+    /// Each viewer's figures, for status.
+    public var viewers: [WebRTCViewer.Status] { state.withLock { Array($0.byID.values) }.map(\.status) }
+
+    // MARK: - Datagrams
+
+    func receive(_ bytes: [UInt8], from address: SocketAddress) {
+        guard let first = bytes.first else { return }
+        if STUNMessage.mightBeSTUN(first) {
+            let ip = address.ipAddress.flatMap(Self.addressBytes) ?? [0, 0, 0, 0]
+            let outcome = ICELiteResponder.respond(to: bytes, from: ip, port: UInt16(truncatingIfNeeded: address.port ?? 0)) { ufrag in
+                state.withLock { $0.byUfrag[ufrag]?.credentials }
+            }
+            switch outcome {
+            case let .answer(response, ufrag, nominated):
+                send(response, to: address)
+                guard let viewer = state.withLock({ $0.byUfrag[ufrag] }) else { return }
+                if let previous = viewer.consent(from: address, nominated: nominated) {
+                    state.withLock { state in
+                        if let previous { state.byAddress.removeValue(forKey: previous) }
+                        state.byAddress[address] = viewer
+                    }
+                }
+            case let .refuse(response, reason):
+                if let response { send(response, to: address) }
+                refusals.log(logger, "STUN refused: \(reason)", kind: "stun", metadata: ["webrtc.peer": "\(address)"])
+            case .ignore:
+                break
+            }
+            return
+        }
+        // DTLS and SRTP only from an address that passed ICE for its session.
+        guard let viewer = state.withLock({ $0.byAddress[address] }) else {
+            refusals.log(logger, "datagram from an address without ICE dropped", kind: "unknown-peer", metadata: ["webrtc.peer": "\(address)"])
+            return
+        }
+        if first >= 20, first <= 63 {
+            viewer.receiveDTLS(bytes)
+        } else if first >= 128, first <= 191 {
+            viewer.receiveSRTP(bytes)
+        }
+    }
+
+    func send(_ bytes: [UInt8], to address: SocketAddress) {
+        guard let channel = state.withLock({ $0.channel }) else { return }
+        let envelope = AddressedEnvelope(remoteAddress: address, data: channel.allocator.buffer(bytes: bytes))
+        channel.writeAndFlush(envelope, promise: nil)
+    }
+
+    func ended(_ viewer: WebRTCViewer) {
+        let removed = state.withLock { state -> Bool in
+            guard state.byID.removeValue(forKey: viewer.id) != nil else { return false }
+            state.byUfrag.removeValue(forKey: viewer.credentials.localUfrag)
+            if let address = viewer.peerAddress { state.byAddress.removeValue(forKey: address) }
+            return true
+        }
+        if removed { quota.release(viewer.remoteAddress) }
+    }
+
+    /// Sessions that never finished ICE and DTLS, or went silent, end.
+    private func expire() {
+        let now = DispatchTime.now().uptimeNanoseconds
+        for viewer in state.withLock({ Array($0.byID.values) }) {
+            if let reason = viewer.expiry(now: now, setupTimeout: configuration.setupTimeout, silenceTimeout: configuration.silenceTimeout) {
+                viewer.end(reason: reason)
+            }
+        }
+    }
+
+    static func token(_ length: Int, using generator: inout SystemRandomNumberGenerator) -> String {
+        let alphabet = Array("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+        return String((0..<length).map { _ in alphabet[Int(generator.next() % UInt64(alphabet.count))] })
+    }
+
+    static func addressBytes(_ text: String) -> [UInt8]? {
+        let parts = text.split(separator: ".").compactMap { UInt8($0) }
+        return parts.count == 4 ? parts : nil
+    }
+}
+
+/// The UDP port's one handler: every datagram goes to the service.
+final class DatagramHandler: ChannelInboundHandler, Sendable {
+    typealias InboundIn = AddressedEnvelope<ByteBuffer>
+    let service: WebRTCService
+
+    init(service: WebRTCService) { self.service = service }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let envelope = unwrapInboundIn(data)
+        service.receive(Array(envelope.data.readableBytesView), from: envelope.remoteAddress)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        // An ICMP port unreachable from a viewer that left surfaces here: nothing to do.
+    }
+}
