@@ -84,7 +84,7 @@ let package = Package(
             ]
         ),
         // WebRTC's wire formats (STUN and ICE-lite so far): pure, no sockets, fuzzed like the others.
-        .target(name: "WebRTC", dependencies: ["RTSP", .product(name: "NIOCore", package: "swift-nio"), .product(name: "Crypto", package: "swift-crypto")]),
+        .target(name: "WebRTC", dependencies: ["RTSP", "MediaCore", .product(name: "NIOCore", package: "swift-nio"), .product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "PlaybackAccess", dependencies: ["MediaCore", .product(name: "Crypto", package: "swift-crypto")]),
         .target(
             name: "RTMP",

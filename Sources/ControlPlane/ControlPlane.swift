@@ -113,6 +113,7 @@ public final class ControlPlane: Sendable {
     /// WHEP's viewers, when the node listens for WebRTC.
     public func attachWebRTC(_ webrtc: WebRTCService) {
         webrtcService.withLock { $0 = webrtc }
+        webrtc.observeViewerSwitches { [self] move in playerSwitched(move) }
     }
 
     public func attachPlayers(_ rtsp: RTSPService) {

@@ -1,5 +1,8 @@
+import Logging
+import MediaCore
 import NIOCore
 import RTSP
+import Synchronization
 
 /// Where a player of another protocol (WebRTC) takes a stream's RTP: the same packets an RTSP
 /// player gets (made once per picture, under the player's own SSRC, sequence and timestamps),
@@ -15,6 +18,8 @@ public protocol PacketSink: Sendable {
     func close()
     /// Where timed sends for this player run.
     var eventLoop: EventLoop { get }
+    /// About `bytes` of padding the player discards, beside the media: a probe of its link.
+    func sendPadding(bytes: Int)
 }
 
 /// A player of a stream through a `PacketSink`: it starts on the cached GOP's IDR and catches up
@@ -23,6 +28,7 @@ public protocol PacketSink: Sendable {
 public final class PacketPlayer: Sendable {
     let subscriber: MediaSubscriber
     private let sink: any PacketSink
+    private let adaptation = Mutex<PlayerAdaptation?>(nil)
 
     public init(sink: any PacketSink, hasAudio: Bool, audioRate: Int, maximumBacklog: Int = 4 * 1024 * 1024,
                 onEnd: @escaping @Sendable () -> Void) {
@@ -43,8 +49,28 @@ public final class PacketPlayer: Sendable {
     /// Drops what is owed up to the next IDR (a player too far behind).
     public func skipToNextKeyframe() { subscriber.skipToNextKeyframe() }
 
+    /// Moves the player between the rungs of `ladder` (level → path) by what `observe(_:)` says
+    /// of its link, with the policy RTSP players use; `onSwitch` hears each move.
+    public func adapt(registry: StreamRegistry, ladder: [Int: String], logger: Logger,
+                      onSwitch: @escaping @Sendable (_ from: Int, _ to: Int, _ reason: String) -> Void) {
+        let made = PlayerAdaptation(subscriber: subscriber, transport: SinkTransport(sink: sink), registry: registry, ladder: ladder,
+                                    logger: logger) { move in onSwitch(move.from, move.to, move.reason) }
+        adaptation.withLock { $0 = made }
+    }
+
+    /// What the protocol's feedback says of the link (time is replaced by the adaptation's clock).
+    public func observe(_ observation: LinkObservation) {
+        adaptation.withLock { $0 }?.observe(observation)
+    }
+
+    /// The rung the player is on, its switches and the adaptation's estimate (bit/s).
+    public var level: Int? { adaptation.withLock { $0 }?.level ?? subscriber.currentStream?.rung?.level }
+    public var switches: Int { adaptation.withLock { $0 }?.switches ?? 0 }
+    public var estimate: Double? { adaptation.withLock { $0 }?.estimate }
+
     /// Stops delivery (the viewer left).
     public func stop() {
+        adaptation.withLock { $0 }?.stop()
         subscriber.stopCatchUp()
         subscriber.leave()
     }
@@ -62,7 +88,7 @@ struct SinkTransport: PlayerTransport {
     func close() { sink.close() }
     var eventLoop: EventLoop { sink.eventLoop }
     func connectionInfo() -> EventLoopFuture<TCPInfo?> { sink.eventLoop.makeSucceededFuture(nil) }
-    func sendPadding(bytes: Int) {}
+    func sendPadding(bytes: Int) { sink.sendPadding(bytes: bytes) }
     var sentMedia: SentMediaLog? { nil }
     func dropQueued(paddingOnly: Bool) {}
 }

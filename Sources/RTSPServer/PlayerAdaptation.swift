@@ -65,8 +65,9 @@ final class PlayerAdaptation: Sendable {
     }
 
     func start() {
-        // UDP players are judged when their reports arrive.
-        guard transport.sentMedia == nil else { return }
+        // UDP players are judged when their reports arrive, packet players when their protocol's
+        // feedback does (`observe(_:)`).
+        guard transport.sentMedia == nil, !(transport is SinkTransport) else { return }
         let task = transport.eventLoop.scheduleRepeatedTask(initialDelay: Self.interval, delay: Self.interval) { [self] _ in
             transport.connectionInfo().whenSuccess { [self] info in observe(info) }
         }
@@ -115,6 +116,18 @@ final class PlayerAdaptation: Sendable {
             logger.trace("sample", metadata: ["estimate": "\(Int(sample.estimate ?? -1))", "received": "\(Int(sample.received ?? -1))",
                                               "backlog": "\(sample.backlogSeconds)", "waiting": "\(observation.senderWaiting)"])
             return sample
+        }
+    }
+
+    /// What another protocol's feedback says of a packet player's link (WebRTC's transport-wide
+    /// feedback): through the same estimator as a TCP player's `TCP_INFO`.
+    func observe(_ observation: LinkObservation) {
+        guard let (rungs, current) = rungs else { return }
+        let now = self.now
+        decide(rungs: rungs, current: current) { state in
+            var observation = observation
+            observation.time = now
+            return state.estimator.observe(observation)
         }
     }
 
@@ -231,4 +244,14 @@ public struct PlayerSwitchEvent: Sendable, Equatable {
     public var reason: String
     /// "down" or "up".
     public var direction: String { toLevel > fromLevel ? "down" : "up" }
+
+    public init(session: String, requested: String, from: String, to: String, fromLevel: Int, toLevel: Int, reason: String) {
+        self.session = session
+        self.requested = requested
+        self.from = from
+        self.to = to
+        self.fromLevel = fromLevel
+        self.toLevel = toLevel
+        self.reason = reason
+    }
 }

@@ -88,6 +88,11 @@ public struct TransportFeedback: Sendable, Equatable {
         /// Arrival at the viewer in microseconds on the viewer's clock (reference time plus the
         /// deltas so far); nil: not received.
         public var arrival: Int64?
+
+        public init(sequence: UInt16, arrival: Int64?) {
+            self.sequence = sequence
+            self.arrival = arrival
+        }
     }
 
     public var baseSequence: UInt16
@@ -98,6 +103,12 @@ public struct TransportFeedback: Sendable, Equatable {
     /// The most packet statuses one feedback may carry. The field allows 65 535; a real viewer
     /// reports what arrived in the last 100 ms or so, a few hundred at most.
     public static let maximumStatuses = 8192
+
+    public init(baseSequence: UInt16, feedbackCount: UInt8, packets: [Packet]) {
+        self.baseSequence = baseSequence
+        self.feedbackCount = feedbackCount
+        self.packets = packets
+    }
 
     init?(parsing body: inout ByteBuffer) {
         guard let base = body.readInteger(as: UInt16.self), let statusCount = body.readInteger(as: UInt16.self),

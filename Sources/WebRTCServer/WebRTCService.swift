@@ -219,6 +219,19 @@ public final class WebRTCService: Sendable {
         channel.writeAndFlush(envelope, promise: nil)
     }
 
+    /// Observers of viewers' moves between rungs (status, events, metrics), as for RTSP players.
+    private let switchObservers = Mutex<[@Sendable (PlayerSwitchEvent) -> Void]>([])
+
+    public func observeViewerSwitches(_ handler: @escaping @Sendable (PlayerSwitchEvent) -> Void) {
+        switchObservers.withLock { $0.append(handler) }
+    }
+
+    func viewerSwitched(id: String, requested: String, from: Int, to: Int, reason: String, ladder: [Int: String]) {
+        let event = PlayerSwitchEvent(session: id, requested: requested, from: ladder[from] ?? "", to: ladder[to] ?? "",
+                                      fromLevel: from, toLevel: to, reason: reason)
+        for observer in switchObservers.withLock({ $0 }) { observer(event) }
+    }
+
     func ended(_ viewer: WebRTCViewer) {
         let removed = state.withLock { state -> Bool in
             guard state.byID.removeValue(forKey: viewer.id) != nil else { return false }

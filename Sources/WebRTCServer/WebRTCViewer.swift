@@ -1,5 +1,6 @@
 import Dispatch
 import Logging
+import MediaCore
 import NIOCore
 import RTSP
 import RTSPServer
@@ -21,6 +22,10 @@ public final class WebRTCViewer: Sendable {
         public var nacks: Int
         public var pictureLossIndications: Int
         public var receiverEstimate: UInt64?
+        /// The rung it is on now, its moves, and the adaptation's estimate (bit/s).
+        public var level: Int?
+        public var switches: Int
+        public var estimate: Double?
     }
 
     let id: String
@@ -53,6 +58,10 @@ public final class WebRTCViewer: Sendable {
         var receiverEstimate: UInt64?
         var phase = "ice"
         var retransmission: Scheduled<Void>?
+        /// Transport-wide feedback turned into what the switching policy takes.
+        var link = TransportFeedbackLink()
+        var retransmissionSequence: UInt16 = UInt16.random(in: 0...UInt16.max)
+        var paddingBytes = 0
     }
 
     init(service: WebRTCService, channel: Channel, path: String, pinned: Bool, plan: WHEPAnswer.Plan, answer: WHEPAnswer,
@@ -150,6 +159,13 @@ public final class WebRTCViewer: Sendable {
             self?.end(reason: "stream ended")
         }
         state.withLock { $0.player = player }
+        // A rung of a ladder follows the viewer's link unless the viewer pinned it (`?abr=off`)
+        // or sends no transport-wide feedback to judge it by.
+        if !pinned, answer.transportSequenceExtension != nil, let ladder = stream.ladder, ladder.count > 1 {
+            player.adapt(registry: service.registry, ladder: ladder, logger: logger) { [service, id, path] from, to, reason in
+                service.viewerSwitched(id: id, requested: path, from: from, to: to, reason: reason, ladder: ladder)
+            }
+        }
         player.play(stream)
         logger.info("WebRTC viewer playing", metadata: ["srtp.profile": "\(keys.profile)", "webrtc.peer": "\(peerAddress.map { "\($0)" } ?? "?")"])
     }
@@ -167,16 +183,22 @@ public final class WebRTCViewer: Sendable {
             service.refusals.log(logger, "SRTCP refused (forged, replayed or before DTLS)", kind: "srtcp")
             return
         }
-        state.withLock { state in
+        let now = DispatchTime.now().uptimeNanoseconds
+        let (observations, player) = state.withLock { state -> ([LinkObservation], PacketPlayer?) in
+            var observations: [LinkObservation] = []
             for item in feedback {
                 switch item {
                 case let .nack(_, sequences): state.nacks += sequences.count
                 case .pictureLoss, .fullIntraRequest: state.pictureLossIndications += 1  // the rung's next grid IDR answers it
                 case let .receiverEstimate(bitRate, _): state.receiverEstimate = bitRate
+                case let .transportFeedback(report):
+                    if let observation = state.link.receive(report, at: Double(now) / 1e9) { observations.append(observation) }
                 default: break
                 }
             }
+            return (observations, state.player)
         }
+        for observation in observations { player?.observe(observation) }
     }
 
     /// Media for the browser: the answered payload type and SSRC, the transport-wide sequence
@@ -192,6 +214,9 @@ public final class WebRTCViewer: Sendable {
                 let clear = Self.serialize(packet, payloadType: answer.videoPayloadType, ssrc: plan.videoSSRC,
                                            transportSequence: answer.transportSequenceExtension.map { ($0, state.transportSequence) })
                 guard let protected = try? outbound.protect(rtp: clear) else { continue }
+                if answer.transportSequenceExtension != nil {
+                    state.link.sent(sequence: state.transportSequence, bytes: protected.count, at: Double(DispatchTime.now().uptimeNanoseconds) / 1e9)
+                }
                 state.packetsSent += 1
                 state.bytesSent += protected.count
                 datagrams.append(protected)
@@ -200,6 +225,50 @@ public final class WebRTCViewer: Sendable {
         }
         guard let peer else { return }
         for datagram in datagrams { service.send(datagram, to: peer) }
+    }
+
+    /// A probe's padding: RTP packets of padding only (RFC 3550 §5.1, at most 255 bytes each) on
+    /// the retransmission SSRC, which browsers count in transport-wide feedback and discard.
+    /// Without RTX negotiated there is no stream to carry them, and no probe.
+    func sendPadding(bytes: Int) {
+        guard let rtxType = answer.retransmissionPayloadType, let extensionID = answer.transportSequenceExtension else { return }
+        let (datagrams, peer) = state.withLock { state -> ([(sequence: UInt16, bytes: [UInt8])], SocketAddress?) in
+            guard let outbound = state.outbound, let peer = state.peer, !state.ended else { return ([], nil) }
+            var datagrams: [(sequence: UInt16, bytes: [UInt8])] = []
+            var left = bytes
+            while left > 0, datagrams.count < 2000 {
+                state.transportSequence &+= 1
+                state.retransmissionSequence &+= 1
+                let padding = min(255, max(1, left))
+                var packet = Self.serialize(RTPPacket(marker: false, payloadType: rtxType, sequenceNumber: state.retransmissionSequence,
+                                                      timestamp: 0, ssrc: plan.retransmissionSSRC, payload: ByteBuffer()),
+                                            payloadType: rtxType, ssrc: plan.retransmissionSSRC, transportSequence: (extensionID, state.transportSequence))
+                packet[0] |= 0x20  // P: the packet ends in padding, its last byte the count
+                packet += [UInt8](repeating: 0, count: padding - 1) + [UInt8(padding)]
+                guard let protected = try? outbound.protect(rtp: packet) else { break }
+                state.paddingBytes += protected.count
+                datagrams.append((state.transportSequence, protected))
+                left -= protected.count
+            }
+            return (datagrams, peer)
+        }
+        guard let peer, !datagrams.isEmpty else { return }
+        // Paced over the slice's 100 ms in ten steps: a probe sent at once overflows a short
+        // bottleneck queue and reads as loss on a link that would have carried it.
+        let steps = 10
+        let perStep = (datagrams.count + steps - 1) / steps
+        for step in 0..<steps {
+            let part = Array(datagrams.dropFirst(step * perStep).prefix(perStep))
+            guard !part.isEmpty else { break }
+            // Each is noted when it really leaves: its delay then says nothing of the pacing.
+            channel.eventLoop.scheduleTask(in: .milliseconds(Int64(step) * 10)) { [self] in
+                let now = Double(DispatchTime.now().uptimeNanoseconds) / 1e9
+                state.withLock { state in
+                    for datagram in part { state.link.sent(sequence: datagram.sequence, bytes: datagram.bytes.count, at: now, padding: true) }
+                }
+                for datagram in part { service.send(datagram.bytes, to: peer) }
+            }
+        }
     }
 
     func sendControl(_ rtcp: RTCPPacket, track: Int) {
@@ -265,7 +334,8 @@ public final class WebRTCViewer: Sendable {
         state.withLock { state in
             Status(id: id, path: path, state: state.phase, peer: state.peer.map { "\($0)" }, packetsSent: state.packetsSent,
                    bytesSent: state.bytesSent, nacks: state.nacks, pictureLossIndications: state.pictureLossIndications,
-                   receiverEstimate: state.receiverEstimate)
+                   receiverEstimate: state.receiverEstimate, level: state.player?.level, switches: state.player?.switches ?? 0,
+                   estimate: state.player?.estimate)
         }
     }
 }
@@ -277,6 +347,7 @@ struct ViewerSink: PacketSink {
     func send(_ rtcp: RTCPPacket, track: Int) { viewer.sendControl(rtcp, track: track) }
     var pendingBytes: Int { 0 }
     func close() {}
+    func sendPadding(bytes: Int) { viewer.sendPadding(bytes: bytes) }
     var eventLoop: EventLoop { viewer.eventLoop }
 }
 

@@ -1,0 +1,96 @@
+import MediaCore
+
+/// A WebRTC viewer's link as transport-wide congestion control shows it (the send side of
+/// draft-holmer-rmcat-transport-wide-cc-extensions, as GCC and OvenMediaEngine's
+/// `rtc_bandwidth_estimator.cpp` use it): the node notes when it sent each transport-wide
+/// sequence number and how big the packet was; each feedback says which arrived and when, on the
+/// viewer's clock. From these it fills the same `LinkObservation` a TCP player's `TCP_INFO` does,
+/// so one `LinkEstimator` and one `SwitchingPolicy` serve both.
+///
+/// - **Delivered bytes**: the sizes of the packets the feedback says arrived. Exact, as TCP's
+///   `bytes_acked` is.
+/// - **Backlog**: the one-way delay now over the least seen in the last `baseWindow` seconds.
+///   The two clocks differ by a constant, which the least delay takes out, and what is left is the
+///   time packets wait in the path's queues: the media's lag, as the age of the oldest
+///   unacknowledged byte is on TCP. Its bias: a route change that lengthens the path reads as a
+///   queue until the window forgets the old least.
+/// - **Sender waiting**: a queue of more than `saturatedQueue` seconds, or loss, means the link,
+///   not the sender, limited delivery (the only way a paced RTP sender is "waiting").
+/// - **Rate sample**: bytes over the arrival span of one feedback's packets, marked app-limited
+///   unless the link was saturated. Like TCP's `delivery_rate`, a burst inflates it; the estimator
+///   never lets it raise an estimate.
+/// - **Loss**: media packets reported lost over those reported in this feedback (a probe's
+///   padding lost is the probe's own doing, which the probe's end already answers).
+public struct TransportFeedbackLink: Sendable {
+    private struct Sent {
+        var sequence: UInt16
+        var bytes: Int
+        var time: Double
+        var acknowledged: Bool
+        var padding: Bool
+    }
+
+    /// How many packets' send records are kept (about 10 s of a 4 Mbit/s rung).
+    public static let capacity = 4096
+    public var baseWindow = 10.0
+    public var saturatedQueue = 0.05
+
+    private var records: [Sent?] = Array(repeating: nil, count: capacity)
+    private var delivered: UInt64 = 0
+    private var leastDelay: [(time: Double, delay: Double)] = []
+
+    public init() {}
+
+    /// A packet left the node with this transport-wide sequence number. `padding`: a probe's,
+    /// whose loss is the probe's own doing (it counts as delivered when it arrives, and never as lost).
+    public mutating func sent(sequence: UInt16, bytes: Int, at time: Double, padding: Bool = false) {
+        records[Int(sequence) % Self.capacity] = Sent(sequence: sequence, bytes: bytes, time: time, acknowledged: false, padding: padding)
+    }
+
+    /// One feedback, taken at `now` (the node's clock); nil when it names nothing the node sent.
+    public mutating func receive(_ feedback: TransportFeedback, at now: Double) -> LinkObservation? {
+        var reported = 0
+        var lost = 0
+        var firstArrival: Int64?
+        var lastArrival: Int64?
+        var bytesInSpan = 0
+        var latestDelay: Double?
+        var smallestDelay = Double.infinity
+        for packet in feedback.packets {
+            let slot = Int(packet.sequence) % Self.capacity
+            guard var record = records[slot], record.sequence == packet.sequence else { continue }
+            if !record.padding { reported += 1 }
+            guard let arrival = packet.arrival else {
+                if !record.padding { lost += 1 }
+                continue
+            }
+            if !record.acknowledged {
+                record.acknowledged = true
+                records[slot] = record
+                delivered += UInt64(record.bytes)
+            }
+            if firstArrival == nil { firstArrival = arrival } else { bytesInSpan += record.bytes }
+            lastArrival = arrival
+            // Arrival on the viewer's clock minus departure on the node's: a constant offset plus
+            // the path's delay, of which only changes matter.
+            latestDelay = Double(arrival) / 1e6 - record.time
+            smallestDelay = min(smallestDelay, latestDelay!)
+        }
+        guard reported > 0 || latestDelay != nil else { return nil }
+        var queue = 0.0
+        if let delay = latestDelay {
+            // The least delay over the window (a queue kept increasing, so its first is the least).
+            leastDelay.removeAll { now - $0.time > baseWindow || $0.delay >= smallestDelay }
+            leastDelay.append((now, smallestDelay))
+            queue = max(0, delay - (leastDelay.first?.delay ?? delay))
+        }
+        let lossFraction = reported > 0 ? Double(lost) / Double(reported) : 0
+        let saturated = queue > saturatedQueue || lost > 0
+        var rate: Double?
+        if let first = firstArrival, let last = lastArrival, last > first, bytesInSpan > 0 {
+            rate = Double(bytesInSpan) * 8 / (Double(last - first) / 1e6)
+        }
+        return LinkObservation(time: now, deliveredBytes: delivered, senderWaiting: saturated, backlogSeconds: queue,
+                               rateSample: rate, rateSampleAppLimited: !saturated, lossFraction: lossFraction)
+    }
+}

@@ -1,0 +1,71 @@
+import Testing
+@testable import WebRTC
+
+/// Transport-wide feedback turned into the observations the switching policy takes, on made-up
+/// links (no sleeping): what arrived, the queue the delays show, and loss.
+@Suite struct TransportFeedbackLinkTests {
+    /// Packets of 1200 bytes every 10 ms (960 kbit/s), arriving after `delay(index)` seconds on a
+    /// viewer clock 1000 s ahead of the node's; feedback every 10 packets.
+    static func run(_ count: Int, lost: Set<Int> = [], delay: (Int) -> Double) -> [LinkObservationSummary] {
+        var link = TransportFeedbackLink()
+        var summaries: [LinkObservationSummary] = []
+        for batch in stride(from: 0, to: count, by: 10) {
+            var packets: [TransportFeedback.Packet] = []
+            for index in batch..<min(count, batch + 10) {
+                let sent = Double(index) * 0.01
+                link.sent(sequence: UInt16(truncatingIfNeeded: index), bytes: 1200, at: sent)
+                let arrival = lost.contains(index) ? nil : Int64((1000 + sent + delay(index)) * 1e6)
+                packets.append(.init(sequence: UInt16(truncatingIfNeeded: index), arrival: arrival))
+            }
+            let now = Double(batch + 10) * 0.01 + 0.05
+            if let observation = link.receive(TransportFeedback(baseSequence: UInt16(truncatingIfNeeded: batch), feedbackCount: 0, packets: packets), at: now) {
+                summaries.append(.init(delivered: observation.deliveredBytes, queue: observation.backlogSeconds,
+                                       waiting: observation.senderWaiting, loss: observation.lossFraction, rate: observation.rateSample))
+            }
+        }
+        return summaries
+    }
+
+    struct LinkObservationSummary {
+        var delivered: UInt64
+        var queue: Double
+        var waiting: Bool
+        var loss: Double
+        var rate: Double?
+    }
+
+    @Test func aClearLinkShowsWhatArrivedAndNoQueue() throws {
+        let observations = Self.run(200) { _ in 0.03 }
+        let last = try #require(observations.last)
+        #expect(last.delivered == 200 * 1200)
+        #expect(observations.allSatisfy { $0.queue < 0.001 && !$0.waiting && $0.loss == 0 })
+        #expect(abs((last.rate ?? 0) - 960_000) < 20_000)
+    }
+
+    /// A link that carries less than is sent: each packet waits 5 ms longer than the one before.
+    @Test func aGrowingQueueReadsAsBacklogAndASaturatedLink() throws {
+        let observations = Self.run(100) { index in 0.03 + Double(index) * 0.005 }
+        let last = try #require(observations.last)
+        #expect(abs(last.queue - 0.495) < 0.01)
+        #expect(last.waiting)
+        // It arrives at two thirds of the rate it was sent at.
+        #expect(abs((last.rate ?? 0) - 640_000) < 20_000)
+    }
+
+    @Test func lossIsCountedPerFeedbackAndLostPacketsAreNotDelivered() throws {
+        let observations = Self.run(20, lost: [3, 5]) { _ in 0.03 }
+        #expect(observations.first?.loss == 0.2 && observations.first?.waiting == true)
+        #expect(observations.last?.loss == 0 && observations.last?.delivered == 18 * 1200)
+    }
+
+    /// Feedback about packets the node never sent, or the same packets twice, adds nothing.
+    @Test func feedbackThatNamesNothingOrRepeatsItselfAddsNothing() {
+        var link = TransportFeedbackLink()
+        link.sent(sequence: 1, bytes: 1000, at: 0)
+        let strangers = TransportFeedback(baseSequence: 500, feedbackCount: 0, packets: [.init(sequence: 500, arrival: 1)])
+        #expect(link.receive(strangers, at: 1) == nil)
+        let once = TransportFeedback(baseSequence: 1, feedbackCount: 0, packets: [.init(sequence: 1, arrival: 10_000)])
+        #expect(link.receive(once, at: 1)?.deliveredBytes == 1000)
+        #expect(link.receive(once, at: 2)?.deliveredBytes == 1000)
+    }
+}
