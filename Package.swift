@@ -37,7 +37,7 @@ let package = Package(
         .systemLibrary(
             name: "CFFmpeg",
             pkgConfig: "libavcodec",
-            providers: [.apt(["libavcodec-dev", "libavformat-dev", "libswscale-dev", "libavutil-dev", "libx264-dev"])]
+            providers: [.apt(["libavcodec-dev", "libavformat-dev", "libswscale-dev", "libswresample-dev", "libavutil-dev", "libx264-dev"])]
         ),
         .target(name: "MediaCore", dependencies: [.product(name: "DequeModule", package: "swift-collections")]),
         // Rate–quality analysis of ladders, pure Swift: convex hull, BD-rate, a suggested ladder,
@@ -84,7 +84,7 @@ let package = Package(
             ]
         ),
         // WebRTC's wire formats (STUN and ICE-lite so far): pure, no sockets, fuzzed like the others.
-        .target(name: "WebRTC", dependencies: ["RTSP", "MediaCore", .product(name: "NIOCore", package: "swift-nio"), .product(name: "Crypto", package: "swift-crypto")]),
+        .target(name: "WebRTC", dependencies: ["RTSP", "MediaCore", .product(name: "NIOCore", package: "swift-nio"), .product(name: "Crypto", package: "swift-crypto"), .product(name: "DequeModule", package: "swift-collections")]),
         .target(name: "PlaybackAccess", dependencies: ["MediaCore", .product(name: "Crypto", package: "swift-crypto")]),
         .target(
             name: "RTMP",
@@ -194,7 +194,8 @@ let package = Package(
         .executableTarget(name: "abr-fuzz", dependencies: ["FuzzTargets"]),
         .testTarget(name: "MediaCoreTests", dependencies: ["MediaCore"]),
         .testTarget(name: "LadderQualityTests", dependencies: ["LadderQuality"]),
-        .testTarget(name: "WebRTCTests", dependencies: ["WebRTC", "WebRTCTransport", "RTSP", .product(name: "NIOCore", package: "swift-nio")]),
+        .testTarget(name: "WebRTCTests", dependencies: ["WebRTC", "WebRTCTransport", "WebRTCServer", "RTSPServer", "RTSP", "MediaCore",
+                                                    .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")]),
         .testTarget(name: "RTMPTests", dependencies: ["RTMP", "MediaCore", .product(name: "NIOCore", package: "swift-nio"),
                                                     .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(

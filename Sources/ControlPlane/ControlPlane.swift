@@ -211,6 +211,11 @@ public final class ControlPlane: Sendable {
             public var switches: Int
             public var transport: String
             public var address: String?
+            /// WebRTC viewers: round trip (ms) and video lost (%) from their reports, NACKs received and packets resent.
+            public var roundTripMs: Double?
+            public var lossPercent: Double?
+            public var nacks: Int?
+            public var retransmissions: Int?
         }
 
         public var streamGuid: String
@@ -278,6 +283,11 @@ public final class ControlPlane: Sendable {
         let players = (rtspService.withLock { $0 }?.players() ?? []).filter { guids.contains($0.requested) }.map {
             JobView.PlayerView(session: $0.session, requested: $0.requested, streamGuid: $0.stream, abrLevel: $0.level, adaptive: $0.adaptive,
                                estimateBitRate: $0.estimateBitRate, switches: $0.switches, transport: $0.transport, address: $0.address)
+        } + (webrtcService.withLock { $0 }?.viewers ?? []).filter { guids.contains($0.path) && $0.state == "playing" }.map {
+            JobView.PlayerView(session: $0.id, requested: $0.path, streamGuid: $0.level.flatMap { level in ladder.variants.first { $0.level == level }?.streamGuid },
+                               abrLevel: $0.level, adaptive: $0.adaptive, estimateBitRate: $0.estimate.map { Int($0) }, switches: $0.switches,
+                               transport: "webrtc", address: $0.peer, roundTripMs: $0.roundTrip.map { ($0 * 10_000).rounded() / 10 },
+                               lossPercent: $0.fractionLost.map { ($0 * 1000).rounded() / 10 }, nacks: $0.nacks, retransmissions: $0.retransmissions)
         }
         return JobView(streamGuid: ladder.streamGuid, state: status?.state.rawValue ?? "provisioned", publisher: publisher, players: players,
                        droppedAtIngest: status?.droppedAtIngest ?? 0, notificationsRefused: status?.notificationsRefused ?? 0, hlsMaster: layout.liveURLPath(),
@@ -296,7 +306,8 @@ public final class ControlPlane: Sendable {
 
     public func metricsExposition() -> String {
         metrics.exposition(statuses: node.jobs.map(\.status), capacity: capacitySnapshot(), provisions: node.ladders.count, nodeState: fleet.nodeState,
-                           registryOfStreams: registry, sseListeners: events.listenerCount)
+                           registryOfStreams: registry, sseListeners: events.listenerCount,
+                           webrtcViewers: webrtcService.withLock { $0 }?.viewers ?? [])
     }
 
     /// Stops taking publishers, ends every job (current segments finished, playlists closed,

@@ -3,6 +3,7 @@ import Store
 import Prometheus
 import RTSPServer
 import Transcoder
+import WebRTCServer
 
 /// The node's Prometheus exposition. Figures are read from the jobs at scrape time, so the
 /// media path does no metrics work per frame. Labels stay bounded: per ABR level (1–10) and job
@@ -27,7 +28,7 @@ public final class NodeMetrics: Sendable {
 
     /// Refreshes every gauge, then renders the registry (including whatever else reports into it).
     public func exposition(statuses: [LiveLadderJob.Status], capacity: CapacityMonitor.Snapshot, provisions: Int, nodeState: NodeState = .inService,
-                           registryOfStreams: StreamRegistry, sseListeners: Int) -> String {
+                           registryOfStreams: StreamRegistry, sseListeners: Int, webrtcViewers: [WebRTCViewer.Status] = []) -> String {
         for state in NodeState.allCases {
             gauge("abr_worker_node_state", "1 for the node's service state (INSERVICE, SOFT_SUNSET, HARD_SUNSET), 0 for the others.",
                   [("state", state.rawValue)]).set(to: state == nodeState ? 1 : 0)
@@ -50,6 +51,14 @@ public final class NodeMetrics: Sendable {
         gauge("abr_worker_encode_load_ratio", "Fraction of the node's real-time encode capacity in use.").set(to: capacity.encodeLoad)
         gauge("abr_worker_accepts_jobs", "1 when the node has room for another job.").set(to: capacity.acceptsJob ? 1 : 0)
         gauge("abr_worker_sse_listeners", "Open Server-Sent-Event streams.").set(to: Double(sseListeners))
+        for phase in ["ice", "dtls", "playing"] {
+            gauge("abr_worker_webrtc_viewers", "WHEP sessions by phase (ICE, DTLS, playing).", [("phase", phase)])
+                .set(to: Double(webrtcViewers.filter { $0.state == phase }.count))
+        }
+        gauge("abr_worker_webrtc_nacked_packets", "Packets current WebRTC viewers reported lost (NACK), summed.")
+            .set(to: Double(webrtcViewers.reduce(0) { $0 + $1.nacks }))
+        gauge("abr_worker_webrtc_retransmitted_packets", "Packets resent to current WebRTC viewers, summed.")
+            .set(to: Double(webrtcViewers.reduce(0) { $0 + $1.retransmissions }))
 
         for level in levels {
             let variants = statuses.filter { $0.state == .running || $0.state == .interrupted }.flatMap(\.variants).filter { $0.abrLevel == level }
@@ -71,7 +80,7 @@ public final class NodeMetrics: Sendable {
                 .set(to: Double(variants.reduce(0) { $0 + $1.averageBitRate }))
             gauge("abr_worker_variant_latency_p99_ms", "Worst p99 added latency among live variants at this level.", label)
                 .set(to: variants.compactMap(\.latencyP99).max() ?? 0)
-            gauge("abr_worker_players", "RTSP players of variants at this level.", label)
+            gauge("abr_worker_players", "Players (RTSP and WebRTC) of variants at this level.", label)
                 .set(to: Double(all.reduce(0) { $0 + (registryOfStreams.existingStream($1.streamGuid)?.playerCount ?? 0) }))
         }
         return registry.emitToString()

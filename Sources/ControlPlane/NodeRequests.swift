@@ -51,7 +51,7 @@ extension ControlPlane {
                           state: fleet.nodeState, address: identity.address, rtspPort: ports.rtsp, httpPort: ports.http,
                           rtmpPort: ports.rtmp, srtPort: ports.srt, capacityCores: snapshot.capacityCores, maximumLoad: snapshot.maximumLoad,
                           encodeCores: snapshot.encodeCores, publishers: jobs.filter { $0.status.publisher != nil }.count,
-                          subscribers: rtspService.withLock { $0 }?.players().count ?? 0,
+                          subscribers: (rtspService.withLock { $0 }?.players().count ?? 0) + (webrtcService.withLock { $0 }?.viewers.count ?? 0),
                           streams: active.map(\.ladder.streamGuid).sorted())
     }
 

@@ -31,7 +31,7 @@ enum StatusPage {
             <th>Drops</th><th>Players</th><th>Latency p50/p99</th><th>Play</th></tr></thead>
               <tbody>\(rows)</tbody></table>
               <table class="players"><thead><tr><th>Player</th><th>Transport</th><th>Asked for</th><th>Level now</th>\
-            <th>Estimate</th><th>Switches</th></tr></thead><tbody></tbody></table>
+            <th>Estimate</th><th>Switches</th><th>RTT / loss</th></tr></thead><tbody></tbody></table>
             </section>
             """
         }
@@ -80,7 +80,8 @@ enum StatusPage {
                 const row = document.createElement("tr");
                 row.dataset.session = p.session;
                 for (const text of [p.address || p.session, p.transport, p.requested, (p.abrLevel ?? "–") + (p.adaptive ? "" : " (pinned)"),
-                                    kbps(p.estimateBitRate), p.switches]) {
+                                    kbps(p.estimateBitRate), p.switches,
+                                    p.roundTripMs == null ? "–" : `${p.roundTripMs} ms / ${p.lossPercent ?? 0} %`]) {
                   const cell = document.createElement("td");
                   cell.textContent = text;
                   row.append(cell);

@@ -30,6 +30,8 @@ public final class LiveStream: MediaSink {
         var framesWritten = 0
         var lastVideoTicks: Int64 = 0
         var lastAudioTicks: Int64 = 0
+        /// Opus packets have been written beside the AAC: browsers can be given audio.
+        var carriesOpus = false
         /// The ladder this stream is a rung of (level → path), and this rung's switch thresholds.
         var ladder: [Int: String]?
         var rung: SwitchingPolicy.Rung?
@@ -46,6 +48,8 @@ public final class LiveStream: MediaSink {
 
     public var video: VideoFormat? { state.withLock { $0.video } }
     public var audio: AudioFormat? { state.withLock { $0.audio } }
+    /// True once the stream's job writes Opus for browsers (`writeOpus`).
+    public var carriesOpus: Bool { state.withLock { $0.carriesOpus } }
     public var isEnded: Bool { state.withLock { $0.ended } }
     public var playerCount: Int { state.withLock { $0.subscribers.count } }
     public var framesWritten: Int { state.withLock { $0.framesWritten } }
@@ -151,6 +155,19 @@ public final class LiveStream: MediaSink {
             return (ticks, Array(state.subscribers.values))
         }
         guard let (ticks, subscribers) = written else { return }
+        for subscriber in subscribers where subscriber.audioFeed == .aac { subscriber.sendAudio(payload, ticks: ticks, from: self) }
+    }
+
+    /// Writes one Opus packet (RFC 7587: the packet is the RTP payload, on a 48 kHz clock). The
+    /// job encodes once and writes the same packet to each rung, so a browser keeps its audio
+    /// across a switch.
+    public func writeOpus(_ packet: [UInt8], time: MediaTime) {
+        let payload = ByteBuffer(bytes: packet)
+        let ticks = time.ticks(in: Rational(1, 48000))
+        let subscribers: [MediaSubscriber] = state.withLock { state in
+            state.carriesOpus = true
+            return state.subscribers.values.filter { $0.audioFeed == .opus }
+        }
         for subscriber in subscribers { subscriber.sendAudio(payload, ticks: ticks, from: self) }
     }
 

@@ -17,6 +17,9 @@ final class MediaSubscriber: Sendable {
     private let onEnd: @Sendable () -> Void
     let hasVideo: Bool
     let hasAudio: Bool
+    /// Which of its stream's audio the player takes: AAC (RTSP) or Opus (browsers).
+    let audioFeed: AudioFeed
+    enum AudioFeed { case aac, opus }
 
     /// Backlog past which this player skips to the next IDR.
     let maximumBacklog: Int
@@ -65,8 +68,9 @@ final class MediaSubscriber: Sendable {
     /// How often the catch-up pacer sends what is due.
     static let catchUpTick = TimeAmount.milliseconds(4)
 
-    init(transport: PlayerTransport, hasVideo: Bool, hasAudio: Bool, audioRate: Int = 0, maximumBacklog: Int = 4 * 1024 * 1024,
-         onEnd: @escaping @Sendable () -> Void) {
+    init(transport: PlayerTransport, hasVideo: Bool, hasAudio: Bool, audioRate: Int = 0, audioFeed: AudioFeed = .aac,
+         maximumBacklog: Int = 4 * 1024 * 1024, onEnd: @escaping @Sendable () -> Void) {
+        self.audioFeed = audioFeed
         self.transport = transport
         self.maximumBacklog = maximumBacklog
         self.hasVideo = hasVideo

@@ -30,11 +30,24 @@ public final class PacketPlayer: Sendable {
     private let sink: any PacketSink
     private let adaptation = Mutex<PlayerAdaptation?>(nil)
 
-    public init(sink: any PacketSink, hasAudio: Bool, audioRate: Int, maximumBacklog: Int = 4 * 1024 * 1024,
+    /// What the player's protocol says of its link.
+    public enum Feedback: Sendable {
+        /// Per-packet arrivals (WebRTC's transport-wide feedback), given to `observe(_:)`.
+        case perPacket
+        /// Receiver reports only (a WebRTC peer without transport-wide feedback), given to
+        /// `receiverReport(_:track:receiverEstimate:)` and judged as an RTSP player's over UDP.
+        case receiverReports
+    }
+
+    private let transport: SinkTransport
+
+    /// - Parameter opusAudio: the player takes its stream's Opus (48 kHz) as track 1; without it, no audio.
+    public init(sink: any PacketSink, opusAudio: Bool, feedback: Feedback = .perPacket, maximumBacklog: Int = 4 * 1024 * 1024,
                 onEnd: @escaping @Sendable () -> Void) {
         self.sink = sink
-        subscriber = MediaSubscriber(transport: SinkTransport(sink: sink), hasVideo: true, hasAudio: hasAudio, audioRate: audioRate,
-                                     maximumBacklog: maximumBacklog, onEnd: onEnd)
+        transport = SinkTransport(sink: sink, log: feedback == .receiverReports ? SentMediaLog() : nil)
+        subscriber = MediaSubscriber(transport: transport, hasVideo: true, hasAudio: opusAudio, audioRate: 48000,
+                                     audioFeed: .opus, maximumBacklog: maximumBacklog, onEnd: onEnd)
     }
 
     /// Starts delivery of `stream` (its cached GOP first).
@@ -53,7 +66,7 @@ public final class PacketPlayer: Sendable {
     /// of its link, with the policy RTSP players use; `onSwitch` hears each move.
     public func adapt(registry: StreamRegistry, ladder: [Int: String], logger: Logger,
                       onSwitch: @escaping @Sendable (_ from: Int, _ to: Int, _ reason: String) -> Void) {
-        let made = PlayerAdaptation(subscriber: subscriber, transport: SinkTransport(sink: sink), registry: registry, ladder: ladder,
+        let made = PlayerAdaptation(subscriber: subscriber, transport: transport, registry: registry, ladder: ladder,
                                     logger: logger) { move in onSwitch(move.from, move.to, move.reason) }
         adaptation.withLock { $0 = made }
     }
@@ -63,9 +76,16 @@ public final class PacketPlayer: Sendable {
         adaptation.withLock { $0 }?.observe(observation)
     }
 
+    /// A receiver report block about `track` (0 video, 1 audio), with the peer's own estimate of
+    /// its link (REMB, bit/s) when it sends one: that caps what the reports say.
+    public func receiverReport(_ block: RTCPPacket.ReportBlock, track: Int, receiverEstimate: Double?) {
+        adaptation.withLock { $0 }?.receiverReport(block, track: track, ceiling: receiverEstimate)
+    }
+
     /// The rung the player is on, its switches and the adaptation's estimate (bit/s).
     public var level: Int? { adaptation.withLock { $0 }?.level ?? subscriber.currentStream?.rung?.level }
     public var switches: Int { adaptation.withLock { $0 }?.switches ?? 0 }
+    public var isAdaptive: Bool { adaptation.withLock { $0 } != nil }
     public var estimate: Double? { adaptation.withLock { $0 }?.estimate }
 
     /// Stops delivery (the viewer left).
@@ -79,16 +99,27 @@ public final class PacketPlayer: Sendable {
     public var ssrcs: (video: UInt32, audio: UInt32) { subscriber.ssrcs }
 }
 
-/// A `PacketSink` as a `PlayerTransport`: no TCP to ask, no padding, nothing queued of its own.
+/// A `PacketSink` as a `PlayerTransport`: no TCP to ask, nothing queued of its own; with a log,
+/// what was sent is kept to check receiver reports against.
 struct SinkTransport: PlayerTransport {
     let sink: any PacketSink
-    func send(_ packets: [RTPPacket], track: Int) { sink.send(packets, track: track) }
-    func send(_ rtcp: RTCPPacket, track: Int) { sink.send(rtcp, track: track) }
+    let log: SentMediaLog?
+    func send(_ packets: [RTPPacket], track: Int) {
+        log?.sent(packets, track: track)
+        sink.send(packets, track: track)
+    }
+    func send(_ rtcp: RTCPPacket, track: Int) {
+        log?.sent(rtcp, track: track)
+        sink.send(rtcp, track: track)
+    }
     var pendingBytes: Int { sink.pendingBytes }
     func close() { sink.close() }
     var eventLoop: EventLoop { sink.eventLoop }
     func connectionInfo() -> EventLoopFuture<TCPInfo?> { sink.eventLoop.makeSucceededFuture(nil) }
-    func sendPadding(bytes: Int) { sink.sendPadding(bytes: bytes) }
-    var sentMedia: SentMediaLog? { nil }
+    func sendPadding(bytes: Int) {
+        log?.paddingSent(bytes: bytes)
+        sink.sendPadding(bytes: bytes)
+    }
+    var sentMedia: SentMediaLog? { log }
     func dropQueued(paddingOnly: Bool) {}
 }

@@ -131,8 +131,9 @@ final class PlayerAdaptation: Sendable {
         }
     }
 
-    /// An RTCP receiver report block from a UDP player about one of its tracks.
-    func receiverReport(_ block: RTCPPacket.ReportBlock, track: Int) {
+    /// An RTCP receiver report block from a UDP player about one of its tracks; `ceiling`, the
+    /// player's own estimate of its link (WebRTC's REMB), caps what the report says.
+    func receiverReport(_ block: RTCPPacket.ReportBlock, track: Int, ceiling: Double? = nil) {
         guard let log = transport.sentMedia, let (reading, padding) = log.receive(block, track: track, at: uptimeSeconds()) else { return }
         guard track == 0 else {
             if let rate = reading.bitRate { state.withLock { $0.audioBitRate = rate } }
@@ -149,8 +150,14 @@ final class PlayerAdaptation: Sendable {
             // The probe's padding crossed the same link: a report without loss or queueing says the
             // link carried it too.
             let paddingRate = reading.interval.map { Double(padding) * 8 / max(0.05, $0) } ?? 0
-            let estimate = reading.bitRate.map { $0 + state.audioBitRate + paddingRate }
-            let appLimited = backlog < 0.1 && reading.lossFraction < 0.02
+            var estimate = reading.bitRate.map { $0 + state.audioBitRate + paddingRate }
+            // A peer's estimate under what arrived is the link's own limit speaking, not the sender's.
+            var capped = false
+            if let ceiling, ceiling > 0, ceiling < estimate ?? .infinity {
+                estimate = ceiling
+                capped = true
+            }
+            let appLimited = !capped && backlog < 0.1 && reading.lossFraction < 0.02
             // A report covers a second or more of datagrams, each sent on its own (no window of
             // acknowledgements to release them in bursts): what it says arrived is evidence a move
             // up may rest on.

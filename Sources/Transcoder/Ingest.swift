@@ -23,6 +23,8 @@ struct Ingest {
     var idleLimit: Double?
     /// Live jobs: where each picture's arrival time is kept for latency measurement.
     var arrivals: ArrivalTimes?
+    /// Live jobs: the audio as Opus for WebRTC viewers.
+    var browserAudio: BrowserAudio?
     /// When the input last delivered a packet (uptime nanoseconds): silence is measured on the clock,
     /// not by counting the reader's wake-ups.
     private var lastDelivery = DispatchTime.now().uptimeNanoseconds
@@ -233,6 +235,7 @@ struct Ingest {
         shift(packet, by: origin)
         guard packet.pts == noTimestamp || packet.pts >= 0 else { return }
         audio?.prepare(packet)
+        browserAudio?.write(packet)
         for pipeline in pipelines {
             guard let reference = try? packet.reference() else { continue }
             pipeline.submit(.audio(reference))

@@ -118,6 +118,8 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
     private var pipelines: [VariantPipeline] = []
     private var grid: KeyframeGrid?
     private var audioTrack: AudioTrack?
+    /// Made with the outputs, kept across sessions that keep the audio format.
+    private var browserAudio: BrowserAudio?
     private var passthroughTop = false
     private var topExtradata: [UInt8] = []
     private var timelineEnd = MediaTime.zero(ArrivalTimes.timeBase)
@@ -398,6 +400,7 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
         ingest.timelineOffset = timelineEnd
         ingest.idleLimit = mediaTimeout
         ingest.arrivals = arrivals
+        ingest.browserAudio = sessionAudio == nil ? nil : browserAudio
         defer {
             grid = ingest.grid
             timelineEnd = max(timelineEnd, ingest.timelineEnd)
@@ -407,6 +410,7 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
 
     private func setUp(video: StreamInfo, audio: StreamInfo?) throws {
         audioTrack = try audio.flatMap { try AudioTrack(stream: $0) }
+        browserAudio = audioTrack.flatMap { BrowserAudio(track: $0, sinks: sinks.sorted { $0.key < $1.key }.map(\.value), logger: logger) }
         let plan = LadderPlan(ladder: ladder, video: video, passthroughTop: LadderPlan.topMatches(options.topMode, video: video, top: ladder.top),
                               options: options, cores: coreBudget.share)
         passthroughTop = plan.passthroughTop

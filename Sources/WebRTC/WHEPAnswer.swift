@@ -55,11 +55,15 @@ public struct WHEPAnswer: Sendable, Equatable {
     /// The header extension id the browser gave transport-wide sequence numbers (nil: it sends
     /// no transport-wide feedback, so REMB or reports are what the node has).
     public var transportSequenceExtension: Int?
+    /// The same for the audio m-line (under BUNDLE, browsers give both one id).
+    public var audioTransportSequenceExtension: Int?
     public var remoteUfrag: String
     public var remotePassword: String
     public var remoteFingerprint: WebRTCOffer.Fingerprint
     /// What the browser will send about the video: `nack`, `nack pli`, `ccm fir`, `transport-cc`, `goog-remb`.
     public var videoFeedback: [String]
+    /// The H.264 decoder the browser offered in the chosen format: which other rungs it takes too.
+    public var videoDecoder: H264ProfileLevel?
 
     public static let transportSequenceURI = "http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-extensions-01"
     static let supportedFeedback = ["nack", "nack pli", "ccm fir", "transport-cc", "goog-remb"]
@@ -108,6 +112,7 @@ public struct WHEPAnswer: Sendable, Equatable {
         var lines = ["v=0", "o=- \(UInt64(plan.videoSSRC) << 16 | UInt64(plan.audioSSRC ?? 0) & 0xFFFF) 2 IN IP4 127.0.0.1", "s=-", "t=0 0",
                      "a=ice-lite", "a=group:BUNDLE \(offer.bundle.joined(separator: " "))", "a=msid-semantic: WMS \(plan.streamID)"]
         var audioPayloadType: UInt8?
+        var audioTWCC: Int?
         for media in offer.media {
             let bundled = media.mid.map(offer.bundle.contains) == true && !media.isRejected
             let formatList = media.formats.map { String($0.payloadType) }.joined(separator: " ")
@@ -141,6 +146,7 @@ public struct WHEPAnswer: Sendable, Equatable {
                     throw Refusal(status: 406, reason: "the offer's audio m-line has no Opus 48000/2, the only audio the node sends to browsers")
                 }
                 audioPayloadType = opus.payloadType
+                audioTWCC = media.extensionID(transportSequenceURI)
                 lines.append("m=audio 9 UDP/TLS/RTP/SAVPF \(opus.payloadType)")
                 lines += transportLines(media: media, plan: plan, extensionID: media.extensionID(transportSequenceURI))
                 lines.append(plan.audioSSRC == nil ? "a=inactive" : "a=sendonly")
@@ -155,8 +161,9 @@ public struct WHEPAnswer: Sendable, Equatable {
         }
         return WHEPAnswer(sdp: lines.joined(separator: "\r\n") + "\r\n", videoPayloadType: chosen.payloadType,
                           retransmissionPayloadType: rtx?.payloadType, audioPayloadType: plan.audioSSRC == nil ? nil : audioPayloadType,
-                          transportSequenceExtension: twcc, remoteUfrag: ufrag, remotePassword: password, remoteFingerprint: fingerprint,
-                          videoFeedback: feedback)
+                          transportSequenceExtension: twcc, audioTransportSequenceExtension: plan.audioSSRC == nil ? nil : audioTWCC,
+                          remoteUfrag: ufrag, remotePassword: password, remoteFingerprint: fingerprint, videoFeedback: feedback,
+                          videoDecoder: H264ProfileLevel(video: chosen.parameters["profile-level-id"] ?? "420010"))
     }
 
     private static func transportLines(media: WebRTCOffer.Media, plan: Plan, extensionID: Int?) -> [String] {
@@ -180,6 +187,12 @@ public struct H264ProfileLevel: Sendable, Equatable {
     public var profileIDC: UInt8
     public var constraints: UInt8
     public var levelIDC: UInt8
+
+    /// From a sequence parameter set (its bytes 1–3 are profile_idc, the constraint flags and level_idc).
+    public init?(sps: [UInt8]) {
+        guard sps.count >= 4 else { return nil }
+        (profileIDC, constraints, levelIDC) = (sps[1], sps[2], sps[3])
+    }
 
     public init?(video hex: String) {
         guard hex.count == 6, let value = UInt32(hex, radix: 16) else { return nil }

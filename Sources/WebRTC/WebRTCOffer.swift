@@ -120,7 +120,12 @@ extension WebRTCOffer {
                     let parts = attribute.split(separator: " ", maxSplits: 1)
                     guard parts.count == 2 else { throw WebRTCOfferError(line: lineNumber, reason: "a fingerprint needs `algorithm value`") }
                     let fingerprint = Fingerprint(algorithm: parts[0].lowercased(), value: parts[1].uppercased())
-                    if let index { media[index].fingerprint = fingerprint } else { sessionFingerprint = fingerprint }
+                    // A peer may name its certificate under several hashes (RFC 8122 §5: aiortc gives
+                    // sha-256, -384 and -512); the node checks sha-256, so that one is kept once seen.
+                    let current = index.map { media[$0].fingerprint } ?? sessionFingerprint
+                    if current?.algorithm != "sha-256" || fingerprint.algorithm == "sha-256" {
+                        if let index { media[index].fingerprint = fingerprint } else { sessionFingerprint = fingerprint }
+                    }
                 case "setup":
                     if let index { media[index].setup = attribute } else { sessionSetup = attribute }
                 case "sendrecv", "recvonly", "sendonly", "inactive":

@@ -137,7 +137,8 @@ public final class WebRTCService: Sendable {
         let ufrag = Self.token(8, using: &generator)
         let plan = WHEPAnswer.Plan(iceUfrag: ufrag, icePassword: Self.token(24, using: &generator), fingerprint: identity.fingerprint,
                                    candidates: hosts.map { ($0, port) }, videoProfileLevelID: profile,
-                                   videoSSRC: generator.next(), retransmissionSSRC: generator.next(), audioSSRC: nil,
+                                   videoSSRC: generator.next(), retransmissionSSRC: generator.next(),
+                                   audioSSRC: stream.audio != nil && stream.carriesOpus ? generator.next() : nil,
                                    streamID: path.replacingOccurrences(of: "/", with: "-"))
         let answer: WHEPAnswer
         do {

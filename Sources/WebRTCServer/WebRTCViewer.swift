@@ -20,10 +20,16 @@ public final class WebRTCViewer: Sendable {
         public var packetsSent: Int
         public var bytesSent: Int
         public var nacks: Int
+        public var retransmissions: Int
+        /// From the browser's receiver reports: round trip (s) and the fraction of video lost.
+        public var roundTrip: Double?
+        public var fractionLost: Double?
         public var pictureLossIndications: Int
         public var receiverEstimate: UInt64?
         /// The rung it is on now, its moves, and the adaptation's estimate (bit/s).
         public var level: Int?
+        /// Moved between rungs by its link (false: pinned with `?abr=off`).
+        public var adaptive: Bool
         public var switches: Int
         public var estimate: Double?
     }
@@ -62,6 +68,17 @@ public final class WebRTCViewer: Sendable {
         var link = TransportFeedbackLink()
         var retransmissionSequence: UInt16 = UInt16.random(in: 0...UInt16.max)
         var paddingBytes = 0
+        /// Video sent lately, for NACKs, and how many packets were resent.
+        var history = RetransmissionHistory()
+        var retransmissions = 0
+        /// Media waiting to leave at the pace of the link (see `MediaPacer`).
+        var pacer = MediaPacer()
+        var pacing = false
+        /// The sender reports sent lately (NTP's middle 32 bits, uptime s), for the round trip
+        /// the browser's reports then give (RFC 3550 §6.4.1).
+        var reportsSent: [(ntp: UInt32, at: Double)] = []
+        var roundTrip: Double?
+        var fractionLost: Double?
     }
 
     init(service: WebRTCService, channel: Channel, path: String, pinned: Bool, plan: WHEPAnswer.Plan, answer: WHEPAnswer,
@@ -155,13 +172,21 @@ public final class WebRTCViewer: Sendable {
             end(reason: "the stream ended before DTLS finished")
             return
         }
-        let player = PacketPlayer(sink: ViewerSink(viewer: self), hasAudio: false, audioRate: 0) { [weak self] in
+        // Transport-wide feedback where the browser sends it (Chromium, Firefox); else its
+        // receiver reports, capped by its REMB (aiortc, older stacks).
+        let feedback: PacketPlayer.Feedback = answer.transportSequenceExtension != nil ? .perPacket : .receiverReports
+        let player = PacketPlayer(sink: ViewerSink(viewer: self), opusAudio: answer.audioPayloadType != nil, feedback: feedback) { [weak self] in
             self?.end(reason: "stream ended")
         }
         state.withLock { $0.player = player }
-        // A rung of a ladder follows the viewer's link unless the viewer pinned it (`?abr=off`)
-        // or sends no transport-wide feedback to judge it by.
-        if !pinned, answer.transportSequenceExtension != nil, let ladder = stream.ladder, ladder.count > 1 {
+        // A rung of a ladder follows the viewer's link unless the viewer pinned it (`?abr=off`).
+        // Only rungs its decoder takes (a passed-through High top is no rung for a Baseline-only peer).
+        let ladder = stream.ladder?.filter { _, path in
+            guard let sps = service.registry.existingStream(path)?.video?.sps, let profile = H264ProfileLevel(sps: sps),
+                  let decoder = answer.videoDecoder else { return false }
+            return profile.isDecodable(by: decoder)
+        }
+        if !pinned, let ladder, ladder.count > 1 {
             player.adapt(registry: service.registry, ladder: ladder, logger: logger) { [service, id, path] from, to, reason in
                 service.viewerSwitched(id: id, requested: path, from: from, to: to, reason: reason, ladder: ladder)
             }
@@ -184,40 +209,64 @@ public final class WebRTCViewer: Sendable {
             return
         }
         let now = DispatchTime.now().uptimeNanoseconds
-        let (observations, player) = state.withLock { state -> ([LinkObservation], PacketPlayer?) in
+        let (observations, player, lost, reports) = state.withLock {
+            state -> ([LinkObservation], PacketPlayer?, [UInt16], [(RTCPPacket.ReportBlock, Int)]) in
             var observations: [LinkObservation] = []
+            var lost: [UInt16] = []
+            var reports: [(RTCPPacket.ReportBlock, Int)] = []
             for item in feedback {
                 switch item {
-                case let .nack(_, sequences): state.nacks += sequences.count
+                case let .nack(ssrc, sequences):
+                    state.nacks += sequences.count
+                    if ssrc == plan.videoSSRC { lost += sequences }
                 case .pictureLoss, .fullIntraRequest: state.pictureLossIndications += 1  // the rung's next grid IDR answers it
                 case let .receiverEstimate(bitRate, _): state.receiverEstimate = bitRate
+                case let .report(.receiverReport(_, blocks)):
+                    for block in blocks {
+                        if block.ssrc == plan.audioSSRC { reports.append((block, 1)) }
+                        guard block.ssrc == plan.videoSSRC else { continue }
+                        reports.append((block, 0))
+                        state.fractionLost = Double(block.fractionLost) / 256
+                        if block.lastSenderReport != 0, let sent = state.reportsSent.first(where: { $0.ntp == block.lastSenderReport }) {
+                            let roundTrip = Double(now) / 1e9 - sent.at - Double(block.delaySinceLastSenderReport) / 65536
+                            if roundTrip >= 0, roundTrip < 60 { state.roundTrip = roundTrip }
+                        }
+                    }
                 case let .transportFeedback(report):
                     if let observation = state.link.receive(report, at: Double(now) / 1e9) { observations.append(observation) }
                 default: break
                 }
             }
-            return (observations, state.player)
+            return (observations, state.player, lost, reports)
         }
         for observation in observations { player?.observe(observation) }
+        if answer.transportSequenceExtension == nil, let player {
+            let estimate = state.withLock { $0.receiverEstimate }.map(Double.init)
+            for (block, track) in reports { player.receiverReport(block, track: track, receiverEstimate: estimate) }
+        }
+        if !lost.isEmpty { retransmit(lost) }
     }
 
-    /// Media for the browser: the answered payload type and SSRC, the transport-wide sequence
-    /// number where negotiated, then SRTP.
-    func sendMedia(_ packets: [RTPPacket], track: Int) {
-        guard track == 0 else { return }
+    /// Answers a NACK from the history: on the RTX stream where negotiated (RFC 4588), else the
+    /// packet again as it was. Resent at once, ahead of the pacer's queue: it is already late.
+    private func retransmit(_ sequences: [UInt16]) {
+        let extensionID = answer.transportSequenceExtension
         let (datagrams, peer) = state.withLock { state -> ([[UInt8]], SocketAddress?) in
-            guard let outbound = state.outbound, let peer = state.peer, !state.ended else { return ([], nil) }
+            guard let peer = state.peer, !state.ended else { return ([], nil) }
+            let now = Double(DispatchTime.now().uptimeNanoseconds) / 1e9
             var datagrams: [[UInt8]] = []
-            datagrams.reserveCapacity(packets.count)
-            for packet in packets {
-                state.transportSequence &+= 1
-                let clear = Self.serialize(packet, payloadType: answer.videoPayloadType, ssrc: plan.videoSSRC,
-                                           transportSequence: answer.transportSequenceExtension.map { ($0, state.transportSequence) })
-                guard let protected = try? outbound.protect(rtp: clear) else { continue }
-                if answer.transportSequenceExtension != nil {
-                    state.link.sent(sequence: state.transportSequence, bytes: protected.count, at: Double(DispatchTime.now().uptimeNanoseconds) / 1e9)
+            for original in state.history.resend(sequences) {
+                var packet = original
+                var payloadType = answer.videoPayloadType, ssrc = plan.videoSSRC
+                if let rtxType = answer.retransmissionPayloadType {
+                    state.retransmissionSequence &+= 1
+                    packet = RetransmissionHistory.retransmission(of: original, payloadType: rtxType, ssrc: plan.retransmissionSSRC,
+                                                                  sequence: state.retransmissionSequence)
+                    (payloadType, ssrc) = (rtxType, plan.retransmissionSSRC)
                 }
-                state.packetsSent += 1
+                let clear = Self.serialize(packet, payloadType: payloadType, ssrc: ssrc, transportSequence: extensionID.map { ($0, 0) })
+                guard let protected = Self.leave(.init(bytes: clear, carriesTransportSequence: extensionID != nil), state: &state, at: now) else { continue }
+                state.retransmissions += 1
                 state.bytesSent += protected.count
                 datagrams.append(protected)
             }
@@ -227,57 +276,132 @@ public final class WebRTCViewer: Sendable {
         for datagram in datagrams { service.send(datagram, to: peer) }
     }
 
+    /// Media for the browser: the answered payload type and SSRC (video or Opus), the
+    /// transport-wide sequence number where negotiated, then SRTP, then the pacer.
+    func sendMedia(_ packets: [RTPPacket], track: Int) {
+        let payloadType: UInt8, ssrc: UInt32, extensionID: Int?
+        if track == 0 {
+            (payloadType, ssrc, extensionID) = (answer.videoPayloadType, plan.videoSSRC, answer.transportSequenceExtension)
+        } else {
+            guard let audioType = answer.audioPayloadType, let audioSSRC = plan.audioSSRC else { return }
+            (payloadType, ssrc, extensionID) = (audioType, audioSSRC, answer.audioTransportSequenceExtension)
+        }
+        let startsPacing = state.withLock { state -> Bool in
+            guard state.outbound != nil, state.peer != nil, !state.ended else { return false }
+            let now = Double(DispatchTime.now().uptimeNanoseconds) / 1e9
+            for packet in packets {
+                let clear = Self.serialize(packet, payloadType: payloadType, ssrc: ssrc, transportSequence: extensionID.map { ($0, 0) })
+                if track == 0 { state.history.keep(packet) }
+                state.pacer.enqueue(.init(bytes: clear, carriesTransportSequence: extensionID != nil), at: now)
+            }
+            // Whoever finds the pacer idle starts it; `pace()` stops exactly when it says so.
+            guard !state.pacing, !state.pacer.isEmpty else { return false }
+            state.pacing = true
+            return true
+        }
+        if startsPacing { channel.eventLoop.execute { [self] in pace() } }
+    }
+
+    /// Sends what the pacer lets go now, and comes back while anything waits.
+    private func pace() {
+        let (datagrams, peer, more) = state.withLock { state -> ([[UInt8]], SocketAddress?, Bool) in
+            guard !state.ended, let peer = state.peer else {
+                state.pacer.clear()
+                state.pacing = false
+                return ([], nil, false)
+            }
+            let now = Double(DispatchTime.now().uptimeNanoseconds) / 1e9
+            var datagrams: [[UInt8]] = []
+            for item in state.pacer.release(at: now) {
+                guard let protected = Self.leave(item, state: &state, at: now) else { continue }
+                state.packetsSent += 1
+                state.bytesSent += protected.count
+                datagrams.append(protected)
+            }
+            if state.pacer.isEmpty { state.pacing = false }
+            return (datagrams, peer, state.pacing)
+        }
+        guard let peer else { return }
+        for datagram in datagrams { service.send(datagram, to: peer) }
+        if more { channel.eventLoop.scheduleTask(in: Self.pacingTick) { [self] in pace() } }
+    }
+
+    static let pacingTick = TimeAmount.milliseconds(5)
+
+    /// A packet leaving now: its transport-wide sequence number (the next one) filled in and
+    /// noted with its size and time, then SRTP. Every datagram of media, retransmission or
+    /// padding goes through here on the port's event loop, so the numbers go out in order.
+    private static func leave(_ item: MediaPacer.Item, padding: Bool = false, state: inout State, at now: Double) -> [UInt8]? {
+        guard let outbound = state.outbound else { return nil }
+        var clear = item.bytes
+        if item.carriesTransportSequence, clear.count >= 20 {
+            state.transportSequence &+= 1
+            clear[17] = UInt8(state.transportSequence >> 8)
+            clear[18] = UInt8(state.transportSequence & 0xFF)
+        }
+        guard let protected = try? outbound.protect(rtp: clear) else { return nil }
+        if item.carriesTransportSequence { state.link.sent(sequence: state.transportSequence, bytes: protected.count, at: now, padding: padding) }
+        return protected
+    }
+
     /// A probe's padding: RTP packets of padding only (RFC 3550 §5.1, at most 255 bytes each) on
     /// the retransmission SSRC, which browsers count in transport-wide feedback and discard.
     /// Without RTX negotiated there is no stream to carry them, and no probe.
     func sendPadding(bytes: Int) {
         guard let rtxType = answer.retransmissionPayloadType, let extensionID = answer.transportSequenceExtension else { return }
-        let (datagrams, peer) = state.withLock { state -> ([(sequence: UInt16, bytes: [UInt8])], SocketAddress?) in
-            guard let outbound = state.outbound, let peer = state.peer, !state.ended else { return ([], nil) }
-            var datagrams: [(sequence: UInt16, bytes: [UInt8])] = []
+        let packets: [MediaPacer.Item] = state.withLock { state in
+            guard state.outbound != nil, state.peer != nil, !state.ended else { return [] }
+            var packets: [MediaPacer.Item] = []
             var left = bytes
-            while left > 0, datagrams.count < 2000 {
-                state.transportSequence &+= 1
+            while left > 0, packets.count < 2000 {
                 state.retransmissionSequence &+= 1
                 let padding = min(255, max(1, left))
                 var packet = Self.serialize(RTPPacket(marker: false, payloadType: rtxType, sequenceNumber: state.retransmissionSequence,
                                                       timestamp: 0, ssrc: plan.retransmissionSSRC, payload: ByteBuffer()),
-                                            payloadType: rtxType, ssrc: plan.retransmissionSSRC, transportSequence: (extensionID, state.transportSequence))
+                                            payloadType: rtxType, ssrc: plan.retransmissionSSRC, transportSequence: (extensionID, 0))
                 packet[0] |= 0x20  // P: the packet ends in padding, its last byte the count
                 packet += [UInt8](repeating: 0, count: padding - 1) + [UInt8(padding)]
-                guard let protected = try? outbound.protect(rtp: packet) else { break }
-                state.paddingBytes += protected.count
-                datagrams.append((state.transportSequence, protected))
-                left -= protected.count
+                packets.append(.init(bytes: packet, carriesTransportSequence: true))
+                left -= packet.count + 10  // SRTP's tag
             }
-            return (datagrams, peer)
+            return packets
         }
-        guard let peer, !datagrams.isEmpty else { return }
+        guard !packets.isEmpty else { return }
         // Paced over the slice's 100 ms in ten steps: a probe sent at once overflows a short
         // bottleneck queue and reads as loss on a link that would have carried it.
         let steps = 10
-        let perStep = (datagrams.count + steps - 1) / steps
+        let perStep = (packets.count + steps - 1) / steps
         for step in 0..<steps {
-            let part = Array(datagrams.dropFirst(step * perStep).prefix(perStep))
+            let part = Array(packets.dropFirst(step * perStep).prefix(perStep))
             guard !part.isEmpty else { break }
-            // Each is noted when it really leaves: its delay then says nothing of the pacing.
             channel.eventLoop.scheduleTask(in: .milliseconds(Int64(step) * 10)) { [self] in
-                let now = Double(DispatchTime.now().uptimeNanoseconds) / 1e9
-                state.withLock { state in
-                    for datagram in part { state.link.sent(sequence: datagram.sequence, bytes: datagram.bytes.count, at: now, padding: true) }
+                let (datagrams, peer) = state.withLock { state -> ([[UInt8]], SocketAddress?) in
+                    guard !state.ended, let peer = state.peer else { return ([], nil) }
+                    let now = Double(DispatchTime.now().uptimeNanoseconds) / 1e9
+                    let datagrams = part.compactMap { Self.leave($0, padding: true, state: &state, at: now) }
+                    state.paddingBytes += datagrams.reduce(0) { $0 + $1.count }
+                    return (datagrams, peer)
                 }
-                for datagram in part { service.send(datagram.bytes, to: peer) }
+                if let peer { for datagram in datagrams { service.send(datagram, to: peer) } }
             }
         }
     }
 
+    /// Sender reports (both tracks on one NTP timeline, for lip sync) and goodbyes, under the answered SSRCs.
     func sendControl(_ rtcp: RTCPPacket, track: Int) {
-        guard track == 0 else { return }
+        guard let ssrc = track == 0 ? plan.videoSSRC : plan.audioSSRC else { return }
         var rewritten = rtcp
         if case let .senderReport(_, ntp, rtp, count, octets) = rtcp {
-            rewritten = .senderReport(ssrc: plan.videoSSRC, ntpTimestamp: ntp, rtpTimestamp: rtp, packetCount: count, octetCount: octets)
+            rewritten = .senderReport(ssrc: ssrc, ntpTimestamp: ntp, rtpTimestamp: rtp, packetCount: count, octetCount: octets)
+            if track == 0 {
+                let now = Double(DispatchTime.now().uptimeNanoseconds) / 1e9
+                state.withLock { state in
+                    state.reportsSent.append((UInt32(truncatingIfNeeded: ntp >> 16), now))
+                    if state.reportsSent.count > 8 { state.reportsSent.removeFirst() }
+                }
+            }
         } else if case .goodbye = rtcp {
-            rewritten = .goodbye(ssrcs: [plan.videoSSRC])
+            rewritten = .goodbye(ssrcs: [ssrc])
         }
         var buffer = ByteBuffer()
         rewritten.write(to: &buffer)
@@ -333,8 +457,9 @@ public final class WebRTCViewer: Sendable {
     public var status: Status {
         state.withLock { state in
             Status(id: id, path: path, state: state.phase, peer: state.peer.map { "\($0)" }, packetsSent: state.packetsSent,
-                   bytesSent: state.bytesSent, nacks: state.nacks, pictureLossIndications: state.pictureLossIndications,
-                   receiverEstimate: state.receiverEstimate, level: state.player?.level, switches: state.player?.switches ?? 0,
+                   bytesSent: state.bytesSent, nacks: state.nacks, retransmissions: state.retransmissions,
+                   roundTrip: state.roundTrip, fractionLost: state.fractionLost, pictureLossIndications: state.pictureLossIndications,
+                   receiverEstimate: state.receiverEstimate, level: state.player?.level, adaptive: state.player?.isAdaptive ?? false, switches: state.player?.switches ?? 0,
                    estimate: state.player?.estimate)
         }
     }
@@ -345,7 +470,7 @@ struct ViewerSink: PacketSink {
     let viewer: WebRTCViewer
     func send(_ packets: [RTPPacket], track: Int) { viewer.sendMedia(packets, track: track) }
     func send(_ rtcp: RTCPPacket, track: Int) { viewer.sendControl(rtcp, track: track) }
-    var pendingBytes: Int { 0 }
+    var pendingBytes: Int { viewer.pacedBytes }
     func close() {}
     func sendPadding(bytes: Int) { viewer.sendPadding(bytes: bytes) }
     var eventLoop: EventLoop { viewer.eventLoop }
@@ -353,4 +478,6 @@ struct ViewerSink: PacketSink {
 
 extension WebRTCViewer {
     var eventLoop: EventLoop { channel.eventLoop }
+    /// Media waiting in the pacer: the viewer's backlog, as the player's adaptation sees it.
+    var pacedBytes: Int { state.withLock { $0.pacer.queuedBytes } }
 }

@@ -90,7 +90,7 @@ import TestSupport
         let abr = try String(contentsOf: fixturesDirectory.deletingLastPathComponent().appendingPathComponent("abr"), encoding: .utf8)
         let runtime = try #require(abr.firstMatch(of: /runtime_packages=\(([^)]*)\)/)).output.1.split(separator: " ").map(String.init)
         let linked = try runProcess("/usr/bin/ldd", [workerExecutable]).stdout
-        for library in ["libavcodec.so.59", "libavformat.so.59", "libswscale.so.6", "libavutil.so.57", "libsqlite3.so.0", "libsrt-gnutls.so.1.5"] {
+        for library in ["libavcodec.so.59", "libavformat.so.59", "libswscale.so.6", "libswresample.so.4", "libavutil.so.57", "libsqlite3.so.0", "libsrt-gnutls.so.1.5"] {
             #expect(linked.contains(library), "the node links \(library)")
             let owner = try runProcess("/usr/bin/dpkg", ["-S", library]).stdout
             #expect(runtime.contains { owner.contains("\($0):") }, "\(library) (\(owner.prefix(60))) comes from a runtime package")

@@ -41,10 +41,51 @@ import TestSupport
 
         // Chromium plays the 360p rung from the node's player page, and decodes it.
         let script = fixturesDirectory.deletingLastPathComponent().appendingPathComponent("Tests/Peers/chromium-whep-check.py")
-        let check = try runProcess("/usr/bin/python3", [script.path, node.httpBase + "/play/live/stream1_3", "40", "90"], timeout: 120)
+        let check = try runProcess("/usr/bin/python3", [script.path, node.httpBase + "/play/live/stream1_3", "40", "90", "audio"], timeout: 120)
         #expect(check.status == 0, "\(check.stdout.suffix(1500)) \(check.stderr.suffix(500))")
         let summary = check.stdout.split(separator: "\n").last.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
         #expect(summary?["frameWidth"] as? Int == 640, "\(summary ?? [:])")
+        #expect(node.log.contains("WebRTC viewer playing"))
+    }
+}
+
+/// aiortc (PyPI): a WebRTC stack of its own, whose offer names Constrained Baseline only and whose
+/// feedback is REMB and receiver reports, no transport-wide feedback.
+@Suite(.serialized) struct WHEPSecondPeerTests {
+    @Test func aiortcPlaysABaselineRungWithOpusAudioAndShowsInTheJobsPlayers() throws {
+        let scratch = ServeTests.scratch()
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        // WebRTC-safe rungs: the provision asks for Baseline, as a Red5 or OvenMediaEngine operator would for old decoders.
+        let provision = scratch.appendingPathComponent("baseline.json")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        var text = try String(contentsOf: URL(fileURLWithPath: fixture("provisions/sm2-3-level.json")), encoding: .utf8)
+        text = text.replacingOccurrences(of: "\"videoParams\": {", with: "\"videoParams\": {\"profile\": \"baseline\", ")
+        try text.write(to: provision, atomically: true, encoding: .utf8)
+        let node = try ServeProcess(dataDirectory: scratch.appendingPathComponent("data"),
+                                    arguments: ["--provision", provision.path, "--publish-loop", fixture("720p30-h264-aac.mp4")],
+                                    environment: ServeTests.credentials)
+        defer { node.stop() }
+        #expect(node.waitFor(timeout: 40) {
+            let playlist = try? node.http("GET", "/hls/live/stream1/stream1_2/index.m3u8")
+            return playlist?.status == 200 && (playlist?.body.components(separatedBy: "#EXTINF").count ?? 0) >= 2
+        })
+        let root = fixturesDirectory.deletingLastPathComponent()
+        let python = root.appendingPathComponent(".build/python/bin/python").path
+        let script = root.appendingPathComponent("Tests/Peers/aiortc-whep-check.py").path
+        let check = try runProcess(python, [script, node.httpBase + "/whep/live/stream1_2", "40", "90", node.httpBase + "/v1/jobs/live/stream1"],
+                                   timeout: 120)
+        #expect(check.status == 0, "\(check.stdout.suffix(1500)) \(check.stderr.suffix(800))")
+        let summary = try #require(check.stdout.split(separator: "\n").last.flatMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        })
+        // A rung it can decode: the 480p it asked for, or the 360p below (never the passed-through High top).
+        #expect([854, 640].contains(summary["width"] as? Int ?? 0), "\(summary)")
+        #expect((summary["audioSamples"] as? Int ?? 0) >= 48000, "a second of Opus at least: \(summary)")
+        let players = ((summary["nodeStatus"] as? [String: Any])?["players"] as? [[String: Any]]) ?? []
+        let viewer = players.first { $0["transport"] as? String == "webrtc" }
+        #expect(viewer?["requested"] as? String == "live/stream1_2", "\(players)")
+        #expect(viewer?["adaptive"] as? Bool == true, "\(players)")
+        #expect([2, 3].contains(viewer?["abrLevel"] as? Int ?? 0), "\(players)")
         #expect(node.log.contains("WebRTC viewer playing"))
     }
 }

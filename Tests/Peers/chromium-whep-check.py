@@ -2,11 +2,19 @@
 """Plays a stream over WHEP in headless Chromium (the node's own player page) and reports what
 Chromium decoded, from the page's RTCPeerConnection getStats().
 
-Usage: chromium-whep-check.py PAGE_URL [seconds] [min_frames]
+Usage: chromium-whep-check.py PAGE_URL [seconds] [min_frames] [audio]
+
+With min_frames 0 it watches for all of `seconds`, a line every half second (for a test that
+changes the link meanwhile), and exits 0 if anything was decoded.
 
 Prints one JSON line per second (framesDecoded, frameWidth, frameHeight, freezeCount, the page's
-status line) and a summary; exits 0 once framesDecoded reached min_frames (default 60) with a
-picture of nonzero width, 1 otherwise, 2 when Chromium could not be driven.
+status line; with audio, the samples played and concealed, and the audio's playout against the
+video's) and a summary; exits 0 once framesDecoded reached min_frames (default 60) with a
+picture of nonzero width (and, with `audio`, two seconds of audio played), 1 otherwise, 2 when
+Chromium could not be driven.
+
+Lip sync: each inbound-rtp's estimatedPlayoutTimestamp is the sender's NTP time (from its RTCP
+sender reports) of what plays now, so audio's minus video's is how far apart they play.
 """
 import importlib.util, json, os, sys, time
 
@@ -19,17 +27,25 @@ STATS = """(async () => {
   const status = (document.getElementById('status') || {}).textContent || '';
   if (!window.pc) return JSON.stringify({status});
   const report = await window.pc.getStats();
-  let video = {};
-  report.forEach(s => { if (s.type === 'inbound-rtp' && s.kind === 'video') video = s; });
+  let video = {}, audio = {};
+  report.forEach(s => { if (s.type === 'inbound-rtp' && s.kind === 'video') video = s;
+                        if (s.type === 'inbound-rtp' && s.kind === 'audio') audio = s; });
+  const sync = audio.estimatedPlayoutTimestamp && video.estimatedPlayoutTimestamp
+    ? audio.estimatedPlayoutTimestamp - video.estimatedPlayoutTimestamp : null;
   return JSON.stringify({status, connection: window.pc.connectionState, framesDecoded: video.framesDecoded || 0,
     frameWidth: video.frameWidth || 0, frameHeight: video.frameHeight || 0, freezeCount: video.freezeCount || 0,
-    packetsLost: video.packetsLost || 0, nackCount: video.nackCount || 0, firstDecodedAfterPost: window.firstDecodedAfterPost || null});
+    totalFreezesDuration: video.totalFreezesDuration || 0, pliCount: video.pliCount || 0, framesDropped: video.framesDropped || 0,
+    packetsLost: video.packetsLost || 0, nackCount: video.nackCount || 0, firstDecodedAfterPost: window.firstDecodedAfterPost || null,
+    audioSamples: audio.totalSamplesReceived || 0, audioConcealed: audio.concealedSamples || 0, audioAheadOfVideoMs: sync});
 })()"""
 
 def main():
     url = sys.argv[1]
     seconds = float(sys.argv[2]) if len(sys.argv) > 2 else 20
     wanted = int(sys.argv[3]) if len(sys.argv) > 3 else 60
+    needs_audio = len(sys.argv) > 4 and sys.argv[4] == "audio"
+    done = lambda r: r.get("framesDecoded", 0) >= wanted and r.get("frameWidth", 0) > 0 and (
+        not needs_audio or r.get("audioSamples", 0) >= 2 * 48000)
     # Chromium keeps WebRTC off loopback unless told (the node and the page are both on 127.0.0.1).
     browser = check.Browser(url, flags=["--allow-loopback-in-peer-connection"])
     try:
@@ -37,15 +53,23 @@ def main():
             print(json.dumps({"error": "chromium did not open its DevTools port"}))
             return 2
         last = {}
-        end = time.time() + seconds
+        start = time.time()
+        end = start + seconds
         while time.time() < end:
             value = browser.evaluate(STATS, await_promise=True)
             last = json.loads(value or "{}")
+            last["t"] = round(time.time() - start, 2)
             print(json.dumps(last), flush=True)
-            if last.get("framesDecoded", 0) >= wanted and last.get("frameWidth", 0) > 0:
+            if wanted == 0:
+                time.sleep(0.5)
+                continue
+            if done(last):
                 break
             time.sleep(1)
-        ok = last.get("framesDecoded", 0) >= wanted and last.get("frameWidth", 0) > 0
+        if wanted == 0:
+            print(json.dumps({"decoded": last.get("framesDecoded", 0) > 0, **last}), flush=True)
+            return 0 if last.get("framesDecoded", 0) > 0 else 1
+        ok = done(last)
         print(json.dumps({"decoded": ok, **last}), flush=True)
         return 0 if ok else 1
     finally:

@@ -33,6 +33,18 @@ public final class NetworkNamespace: @unchecked Sendable {
         try? Self.ip(["netns", "del", name])
     }
 
+    /// Gives the namespace a network beside its loopback (a veth pair, both ends inside, and a
+    /// default route over it): Chromium gathers no ICE candidates, not even loopback ones, on a
+    /// host whose only interface is loopback. Traffic to 127.0.0.1 stays on the shaped loopback.
+    public func addNetwork() throws {
+        try Self.ip(["-n", name, "link", "add", "abr-v0", "type", "veth", "peer", "name", "abr-v1"])
+        try Self.ip(["-n", name, "addr", "add", "10.77.0.1/24", "dev", "abr-v0"])
+        try Self.ip(["-n", name, "addr", "add", "10.77.0.2/24", "dev", "abr-v1"])
+        try Self.ip(["-n", name, "link", "set", "abr-v0", "up"])
+        try Self.ip(["-n", name, "link", "set", "abr-v1", "up"])
+        try Self.ip(["-n", name, "route", "add", "default", "via", "10.77.0.2", "dev", "abr-v0"])
+    }
+
     /// What runs a command inside: `ip netns exec <name>`.
     public var launcher: [String] { ["/usr/sbin/ip", "netns", "exec", name] }
 

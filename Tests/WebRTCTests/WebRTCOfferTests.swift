@@ -89,6 +89,15 @@ import Testing
         #expect(offer.media[0].iceUfrag == "abcd" && offer.media[0].setup == "active" && offer.media[0].fingerprint?.value == "AA:BB")
     }
 
+    /// aiortc names its certificate under three hashes, sha-256 first: that one is checked.
+    @Test func theSHA256FingerprintIsKeptAmongSeveral() throws {
+        let offer = try WebRTCOffer.parse("v=0\nm=video 9 UDP/TLS/RTP/SAVPF 100\na=fingerprint:sha-256 AA:BB\n"
+            + "a=fingerprint:sha-384 CC:DD\na=fingerprint:sha-512 EE:FF\n")
+        #expect(offer.media[0].fingerprint?.algorithm == "sha-256" && offer.media[0].fingerprint?.value == "AA:BB")
+        let later = try WebRTCOffer.parse("v=0\nm=video 9 UDP/TLS/RTP/SAVPF 100\na=fingerprint:sha-512 EE:FF\na=fingerprint:sha-256 AA:BB\n")
+        #expect(later.media[0].fingerprint?.value == "AA:BB")
+    }
+
     /// Garbage, a megabyte, a thousand m-lines: refused with the reason and the line, quickly.
     @Test func offersTheNodeCannotReadSayWhereTheyWentWrong() {
         func reason(_ text: String) -> String {

@@ -15,6 +15,9 @@
 #include <libavutil/opt.h>
 #include <libavutil/pixdesc.h>
 #include <libswscale/swscale.h>
+#include <libswresample/swresample.h>
+#include <libavutil/channel_layout.h>
+#include <libavutil/samplefmt.h>
 
 // Swift cannot import function-like or compound-literal macros, so the few
 // FFmpeg needs are re-exported here as prefixed inline functions.

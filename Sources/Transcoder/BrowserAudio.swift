@@ -1,0 +1,42 @@
+import FFmpegBridge
+import Logging
+import MediaCore
+
+/// The job's audio once more, as Opus for WebRTC viewers (browsers take no AAC over RTP):
+/// encoded once, on the ingest thread, and the same packets written to every rung's sink, so a
+/// viewer's audio goes on unchanged when it is moved between rungs.
+final class BrowserAudio {
+    private let encoder: OpusEncoder
+    private let sinks: [any MediaSink]
+    private let logger: Logger
+    private var reportedErrors = 0
+
+    /// nil, with the reason logged, when libavcodec cannot decode the track or has no libopus:
+    /// browsers then get video alone and everything else goes on.
+    init?(track: AudioTrack, sinks: [any MediaSink], logger: Logger) {
+        guard !sinks.isEmpty else { return nil }
+        do {
+            encoder = try OpusEncoder(parameters: track.parameters, timeBase: track.stream.timeBase)
+        } catch {
+            logger.warning("no Opus for browsers: \(error)")
+            return nil
+        }
+        self.sinks = sinks
+        self.logger = logger
+    }
+
+    /// One of the publisher's audio packets, on the job's timeline (ADTS already removed).
+    func write(_ packet: Packet) {
+        for output in encoder.encode(packet) {
+            let time = MediaTime(ticks: output.ticks, timeBase: Rational(1, Int32(OpusEncoder.sampleRate)))
+            for sink in sinks { sink.writeOpus(output.bytes, time: time) }
+        }
+        if encoder.decodeErrors > reportedErrors {
+            // Once per power of two: a publisher sending bad audio for hours must not flood the log.
+            if reportedErrors == 0 || encoder.decodeErrors >= 2 * reportedErrors {
+                logger.warning("audio packets that did not decode for Opus", metadata: ["count": "\(encoder.decodeErrors)"])
+            }
+            reportedErrors = encoder.decodeErrors
+        }
+    }
+}

@@ -1,0 +1,80 @@
+import DequeModule
+
+/// Spreads a viewer's media over time (as GCC's pacer does): a keyframe is many packets
+/// written at once, and sent at once it overflows a narrow link's queue, which browsers show as
+/// a stutter on every keyframe. Packets leave at `factor` times the rate media came in over the
+/// last second, so the pacer only smooths the bursts and never falls behind the media itself.
+///
+/// Pure: the caller says what time it is, and sends what `release` returns.
+public struct MediaPacer: Sendable {
+    /// GCC's pacing factor: bursts drain at 2.5× the media rate.
+    public static let factor = 2.5
+    /// The pacer never runs slower than this (bit/s): the first second has no rate to go by, and
+    /// a viewer's first keyframe must not wait behind a slow start (60 KB take 0.16 s at this).
+    public static let minimumRate = 3_000_000.0
+    /// What may leave in one go beyond the rate (seconds of it), so a tick's lateness is made up.
+    static let burst = 0.010
+
+    /// An RTP packet in the clear, and whether it has a transport-wide sequence number to fill in:
+    /// numbers are given (and the packet protected) as it leaves, so they go out in order even
+    /// when retransmissions and probes leave between queued packets, and a packet's send time is
+    /// when it left, not when it was queued.
+    public struct Item: Sendable {
+        public var bytes: [UInt8]
+        public var carriesTransportSequence: Bool
+        public init(bytes: [UInt8], carriesTransportSequence: Bool) {
+            self.bytes = bytes
+            self.carriesTransportSequence = carriesTransportSequence
+        }
+    }
+
+    private var queue = Deque<Item>()
+    public private(set) var queuedBytes = 0
+    private var budget = 0.0
+    private var lastRelease: Double?
+    /// Bytes that came in during the current and the previous second.
+    private var windowStart = 0.0
+    private var windowBytes = 0
+    private var previousWindowBytes = 0
+
+    public init() {}
+
+    public var isEmpty: Bool { queue.isEmpty }
+
+    /// The pace now (bit/s).
+    public var rate: Double { max(Self.minimumRate, Self.factor * Double(max(windowBytes, previousWindowBytes)) * 8) }
+
+    public mutating func enqueue(_ item: Item, at now: Double) {
+        if now - windowStart >= 1 {
+            previousWindowBytes = now - windowStart >= 2 ? 0 : windowBytes
+            windowStart = now
+            windowBytes = 0
+        }
+        windowBytes += item.bytes.count
+        queue.append(item)
+        queuedBytes += item.bytes.count
+    }
+
+    /// What may leave now, in order.
+    public mutating func release(at now: Double) -> [Item] {
+        let bytesPerSecond = rate / 8
+        let elapsed = lastRelease.map { max(0, now - $0) } ?? Self.burst
+        lastRelease = now
+        budget = min(budget + elapsed * bytesPerSecond, Self.burst * bytesPerSecond + 1500)
+        var released: [Item] = []
+        // A packet may take the budget below zero: the debt is paid before the next one leaves.
+        while budget > 0, let item = queue.popFirst() {
+            budget -= Double(item.bytes.count)
+            queuedBytes -= item.bytes.count
+            released.append(item)
+        }
+        if queue.isEmpty { budget = min(budget, 1500) }
+        return released
+    }
+
+    /// Everything queued is dropped (the viewer left).
+    public mutating func clear() {
+        queue.removeAll()
+        queuedBytes = 0
+    }
+}

@@ -1,0 +1,49 @@
+import NIOCore
+import RTSP
+
+/// The last video packets sent to one viewer, to answer its NACKs (RFC 4585 §6.2.1). Each entry
+/// is the packet as the viewer got it (its own sequence number and timestamp) over the rung's
+/// shared payload buffer, so keeping them costs headers, not pictures.
+///
+/// Feedback that lies cannot make it send much: only packets still held are resent, each at
+/// most `maximumResends` times, and at most `maximumPerRequest` per NACK.
+public struct RetransmissionHistory: Sendable {
+    /// About a second of a 2 Mbit/s rung: older losses are past what a player would still wait for.
+    public static let capacity = 256
+    public static let maximumResends = 2
+    public static let maximumPerRequest = 64
+
+    private var slots: [(packet: RTPPacket, resends: Int)?]
+
+    public init() {
+        slots = Array(repeating: nil, count: Self.capacity)
+    }
+
+    public mutating func keep(_ packet: RTPPacket) {
+        slots[Int(packet.sequenceNumber) % Self.capacity] = (packet, 0)
+    }
+
+    /// The held packets `sequences` name that may still be resent, in the order asked, and counts each resend.
+    public mutating func resend(_ sequences: [UInt16]) -> [RTPPacket] {
+        var packets: [RTPPacket] = []
+        for sequence in sequences {
+            guard packets.count < Self.maximumPerRequest else { break }
+            let index = Int(sequence) % Self.capacity
+            guard let slot = slots[index], slot.packet.sequenceNumber == sequence, slot.resends < Self.maximumResends else { continue }
+            slots[index]?.resends += 1
+            packets.append(slot.packet)
+        }
+        return packets
+    }
+
+    /// A retransmission (RFC 4588 §4): the original sequence number, then the original payload,
+    /// on the retransmission stream's own sequence.
+    public static func retransmission(of packet: RTPPacket, payloadType: UInt8, ssrc: UInt32, sequence: UInt16) -> RTPPacket {
+        var payload = ByteBuffer()
+        payload.reserveCapacity(packet.payload.readableBytes + 2)
+        payload.writeInteger(packet.sequenceNumber)
+        payload.writeImmutableBuffer(packet.payload)
+        return RTPPacket(marker: packet.marker, payloadType: payloadType, sequenceNumber: sequence, timestamp: packet.timestamp,
+                         ssrc: ssrc, payload: payload)
+    }
+}

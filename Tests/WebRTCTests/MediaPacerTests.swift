@@ -1,0 +1,79 @@
+import NIOCore
+import RTSP
+import Testing
+@testable import WebRTC
+
+/// The pacer and the NACK history on made-up clocks and packets (no sockets, no sleeping).
+@Suite struct MediaPacerTests {
+    static func datagram(_ size: Int = 1200) -> MediaPacer.Item { .init(bytes: [UInt8](repeating: 0, count: size), carriesTransportSequence: false) }
+
+    @Test func aKeyframeIsSpreadAtTwoAndAHalfTimesTheMediaRate() {
+        var pacer = MediaPacer()
+        // Two seconds of 4 Mbit/s media: 30 pictures a second, released every 5 ms.
+        var time = 0.0
+        for picture in 0..<60 {
+            for _ in 0..<14 { pacer.enqueue(Self.datagram(), at: Double(picture) / 30) }
+            for step in 0..<6 {
+                time = Double(picture) / 30 + Double(step) * 0.005
+                _ = pacer.release(at: time)
+            }
+        }
+        let rate = pacer.rate
+        #expect(rate > 8_000_000 && rate < 12_000_000, "2.5 × about 4 Mbit/s, got \(rate) at \(time)")
+        while !pacer.isEmpty { time += 0.005; _ = pacer.release(at: time) }
+        let start = 2.05
+        for _ in 0..<75 { pacer.enqueue(Self.datagram(), at: start) }
+        #expect(pacer.queuedBytes == 75 * 1200)
+        var sentAt: [Double] = []
+        var now = start
+        while !pacer.isEmpty, now < start + 2 {
+            for _ in pacer.release(at: now) { sentAt.append(now) }
+            now += 0.005
+        }
+        #expect(sentAt.count == 75)
+        let span = sentAt.last! - sentAt.first!
+        let expected = 75.0 * 1200 * 8 / rate
+        #expect(abs(span - expected) < 0.03, "90 KB over \(span) s, expected about \(expected) s")
+        // No 10 ms holds more than the rate's share plus one packet.
+        for window in stride(from: start, to: sentAt.last!, by: 0.01) {
+            let inWindow = sentAt.filter { $0 >= window && $0 < window + 0.01 }.count
+            #expect(Double(inWindow * 1200) <= rate / 8 * 0.02 + 1500)
+        }
+    }
+
+    @Test func anIdlePacerLetsASmallPictureGoAtOnceAndClears() {
+        var pacer = MediaPacer()
+        pacer.enqueue(Self.datagram(), at: 0)
+        pacer.enqueue(Self.datagram(), at: 0)
+        #expect(pacer.release(at: 0).count == 2, "at the 3 Mbit/s floor a 10 ms burst is 3750 bytes plus a packet")
+        for _ in 0..<10 { pacer.enqueue(Self.datagram(), at: 0.1) }
+        pacer.clear()
+        #expect(pacer.isEmpty && pacer.queuedBytes == 0)
+    }
+
+    static func packet(_ sequence: UInt16) -> RTPPacket {
+        RTPPacket(marker: false, payloadType: 96, sequenceNumber: sequence, timestamp: 9000, ssrc: 1, payload: ByteBuffer(bytes: [1, 2, 3]))
+    }
+
+    @Test func nacksAreAnsweredFromTheHistoryAndLiesCostLittle() {
+        var history = RetransmissionHistory()
+        for sequence in UInt16(65000)...UInt16(65535) { history.keep(Self.packet(sequence)) }
+        for sequence in UInt16(0)...UInt16(99) { history.keep(Self.packet(sequence)) }
+        // Held packets come back in the order asked, across the wrap.
+        #expect(history.resend([65535, 0, 5]).map(\.sequenceNumber) == [65535, 0, 5])
+        // Gone from the history (overwritten), or never sent: nothing.
+        #expect(history.resend([65000, 200]).isEmpty)
+        // Each packet at most twice.
+        #expect(history.resend([5]).count == 1)
+        #expect(history.resend([5]).isEmpty)
+        // A NACK for every packet ever sent costs at most one request's worth.
+        #expect(history.resend(Array(0...65535).map { UInt16($0) }).count == RetransmissionHistory.maximumPerRequest)
+    }
+
+    @Test func aRetransmissionCarriesTheOriginalSequenceFirst() {
+        let original = Self.packet(0xABCD)
+        let rtx = RetransmissionHistory.retransmission(of: original, payloadType: 97, ssrc: 7, sequence: 12)
+        #expect(rtx.payloadType == 97 && rtx.ssrc == 7 && rtx.sequenceNumber == 12 && rtx.timestamp == original.timestamp)
+        #expect(Array(rtx.payload.readableBytesView) == [0xAB, 0xCD, 1, 2, 3])
+    }
+}
