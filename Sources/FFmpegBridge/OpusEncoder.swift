@@ -21,7 +21,9 @@ public final class OpusEncoder {
     private var decoder: UnsafeMutablePointer<AVCodecContext>?
     private var encoder: UnsafeMutablePointer<AVCodecContext>?
     private var resampler: OpaquePointer?
-    private let inputTimeBase: Rational
+    /// The time base of the packets being decoded now: each packet carries its own (a publisher
+    /// that came back over another protocol has another), and decoded frames keep the packet's.
+    private var inputTimeBase: Rational
     private let decoded: Frame
     private let encoderFrame: Frame
     private let packetScratch: Packet
@@ -78,6 +80,7 @@ public final class OpusEncoder {
     /// Encodes what `packet` carries; returns the Opus packets now complete (none, one or a few).
     /// A packet that does not decode is counted and skipped.
     public func encode(_ packet: Packet) -> [Output] {
+        inputTimeBase = packet.timeBase
         guard avcodec_send_packet(decoder, packet.pointer) >= 0 else {
             decodeErrors += 1
             return []

@@ -127,7 +127,12 @@ final class PlayerAdaptation: Sendable {
         decide(rungs: rungs, current: current) { state in
             var observation = observation
             observation.time = now
-            return state.estimator.observe(observation)
+            let sample = state.estimator.observe(observation)
+            logger.trace("sample", metadata: ["estimate": "\(Int(sample.estimate ?? -1))", "received": "\(Int(sample.received ?? -1))",
+                                              "backlog": "\(sample.backlogSeconds)", "waiting": "\(observation.senderWaiting)",
+                                              "loss": "\(observation.lossFraction)", "delivered": "\(observation.deliveredBytes)",
+                                              "rate": "\(Int(observation.rateSample ?? -1))"])
+            return sample
         }
     }
 
