@@ -164,6 +164,11 @@ public struct SwitchingPolicy: Sendable {
     /// link outruns the new rung; lag stays bounded meanwhile by `maximumLag`, and the estimate
     /// still moves the player on at once if the link collapses.
     public var settleTime = 6.0
+    /// Seconds after a probe ended (or a move down) during which loss is still the probe's (or the
+    /// old rung's) doing: what it overfilled in the bottleneck's queue is reported lost for about
+    /// as long as feedback takes to come back.
+    public var probeAftermath = 1.5
+    private var probeAftermathUntil = -Double.infinity
 
     /// - Parameters:
     ///   - rungs: the ladder, in any order (level 1 is the top).
@@ -238,7 +243,8 @@ public struct SwitchingPolicy: Sendable {
         // Right after a move, the queue still holds the old rung's media, counted in seconds of the
         // new one: it says nothing about the new rung until it has had time to drain.
         let backlogBad = sample.backlogSeconds > backlogForDown && now >= settledAt
-        var bad = sample.lossFraction >= lossForDown || backlogBad
+        let lossBad = sample.lossFraction >= lossForDown && now >= probeAftermathUntil
+        var bad = lossBad || backlogBad
         if let measured, measured < Double(current.downswitchBelow) { bad = true }
 
         // A probe under way: the samples it measures say whether the next rung fits.
@@ -258,8 +264,10 @@ public struct SwitchingPolicy: Sendable {
                 }
                 probeHold = min(maximumProbeHold, probeHold * 2)
                 cleanSince = now
-                // What the probe queued drains next: it is not the rung's doing.
+                // What the probe queued drains next, and what it overfilled is reported lost
+                // next: neither is the rung's doing.
                 settledAt = now + settleTime
+                probeAftermathUntil = now + probeAftermath
                 // Loss or queueing while probing is the probe's own doing: it ends, and only what
                 // the link shows without it can move the player down.
                 if bad {
@@ -291,12 +299,12 @@ public struct SwitchingPolicy: Sendable {
             let collapse = collapsedSamples >= 2 || short
             let persistent = now - badSince! >= downHold
             let best = bestWhileBad
-            if level != lowest.level, collapse || persistent || sample.lossFraction >= lossForDown || backlogBad {
+            if level != lowest.level, collapse || persistent || lossBad || backlogBad {
                 // A backlog or loss says the rung does not fit, whatever the estimate claims.
-                let overrun = backlogBad || sample.lossFraction >= lossForDown
+                let overrun = backlogBad || lossBad
                 let target = overrun ? lower(best.map(highestCarried)) : (best.map(highestCarried) ?? lower(nil))
                 if target.level > level {
-                    let why = sample.lossFraction >= lossForDown ? "loss \(Int(sample.lossFraction * 100)) %"
+                    let why = lossBad ? "loss \(Int(sample.lossFraction * 100)) %"
                         : backlogBad ? "\(format(sample.backlogSeconds)) s backlog"
                         : best.map { "estimate \(kbps($0)) under \(kbps(Double(current.downswitchBelow)))" } ?? "link slower than the rung"
                     // A backlog the new rung would take long to drain (the link carries little more
@@ -371,6 +379,8 @@ public struct SwitchingPolicy: Sendable {
     }
 
     private mutating func move(to target: Rung, now: Double, flush: Bool, reason: String) -> Decision {
+        // Loss reported just after a move down is the old rung's overflow, still in the feedback.
+        if target.level > level { probeAftermathUntil = now + probeAftermath }
         level = target.level
         switches += 1
         settledAt = now + settleTime

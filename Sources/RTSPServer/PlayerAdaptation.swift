@@ -179,7 +179,12 @@ final class PlayerAdaptation: Sendable {
             if state.policy == nil { state.policy = SwitchingPolicy(rungs: rungs, startingAt: current.level) }
             state.policy!.update(rungs: rungs)
             // A UDP probe is judged on reports: it must outlast the interval between two.
-            if transport.sentMedia != nil { state.policy!.probeDuration = min(8, max(3, state.reportInterval * 1.5)) }
+            if transport.sentMedia != nil {
+                state.policy!.probeDuration = min(8, max(3, state.reportInterval * 1.5))
+            } else if transport is SinkTransport {
+                // Its ramp's second, then the seconds the evidence spans.
+                state.policy!.probeDuration = 4
+            }
             let wasProbing = state.policy!.isProbing
             let decision = state.policy!.observe(sample)
             if wasProbing, !state.policy!.isProbing {
@@ -215,11 +220,16 @@ final class PlayerAdaptation: Sendable {
     private func probe(extraBitRate: Int, seconds: Double) {
         let slice = extraBitRate / 8 / 10
         guard slice > 0 else { return }
+        // A datagram player's probe ramps up over its first second: on a link that cannot carry
+        // it, the queue (and the loss past it) shows at a fraction of the padding, and the
+        // policy ends the probe before it costs the media much. TCP's own window does that for
+        // an interleaved player.
+        let ramps = transport is SinkTransport
         for index in 0..<max(1, Int(seconds * 10)) {
             transport.eventLoop.scheduleTask(in: .milliseconds(Int64(index) * 100)) { [self] in
                 // The policy ends a probe as soon as a queue builds: the padding stops with it.
                 guard state.withLock({ !$0.stopped && $0.policy?.isProbing == true }) else { return }
-                transport.sendPadding(bytes: slice)
+                transport.sendPadding(bytes: ramps ? slice * min(10, index + 1) / 10 : slice)
                 // A probe is watched closely: the sooner a queue is seen building, the less it delays the media.
                 if index > 0 { transport.connectionInfo().whenSuccess { [self] info in observe(info) } }
             }
