@@ -70,23 +70,11 @@ import json, os, sys
 work, windows, seconds, start = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 models = [tuple(int(x) for x in m.split(":")) for m in sys.argv[5].split()]
 means, kinds, step = sys.argv[6].split(), sys.argv[7].split(), sys.argv[8]
-folder = "Fixtures/traces/hsdpa-3g"
-names = sorted(os.listdir(folder))
-chosen = [names[i * len(names) // max(1, windows)] for i in range(windows)]
-os.makedirs(f"{work}/windows", exist_ok=True)
+sys.path.insert(0, "Benchmarks")
+import trace_windows
+chosen = trace_windows.chosen(windows)
 def window(name, mean):
-    rates = []
-    for entry in json.load(open(f"{folder}/{name}")):
-        rates += [entry["bandwidth_kbps"]] * max(1, round(entry["duration_ms"] / 1000))
-    while len(rates) < start + seconds:
-        rates += rates
-    rates = rates[start:start + seconds]
-    if mean != "own":
-        average = sum(rates) / len(rates)
-        rates = [rate * float(mean) / average for rate in rates]
-    label = f"{name[7:22]}@{mean}"
-    json.dump([{"duration_ms": 1000, "bandwidth_kbps": rate} for rate in rates], open(f"{work}/windows/{label}.json", "w"))
-    return label, [int(rate) for rate in rates]
+    return trace_windows.window(work, name, start, seconds, mean)
 def model_name(burst, queue):
     size = f"{burst // 1024} KB" if burst % 1024 == 0 else f"{burst / 1000:.1f} KB"
     return f"burst {size}, queue {queue}"

@@ -195,6 +195,10 @@ public final class ControlPlane: Sendable {
             public var shedFrames: Int
             public var rtsp: String?
             public var hls: String
+            /// The rung's WHEP path, or nil with `webrtcUnavailable` saying why browsers cannot
+            /// be sent it over WebRTC (B-frames in a passed-through top).
+            public var whep: String?
+            public var webrtcUnavailable: String?
         }
 
         /// One RTSP player of the job's variants.
@@ -263,6 +267,7 @@ public final class ControlPlane: Sendable {
         let layout = HLSLayout(ladderGuid: ladder.streamGuid)
         let variants = ladder.variants.map { variant -> JobView.VariantView in
             let v = measured[variant.level]
+            let refusal = registry.existingStream(variant.streamGuid)?.webRTCRefusal
             return JobView.VariantView(
                 streamGuid: variant.streamGuid, abrLevel: variant.level, width: variant.width, height: variant.height,
                 declaredBitRate: variant.bitRate, passthrough: v?.passthrough ?? false, framesIn: v?.framesIn ?? 0,
@@ -273,7 +278,8 @@ public final class ControlPlane: Sendable {
                 latencyP50Ms: v?.latencyP50.map(roundedMilliseconds), latencyP99Ms: v?.latencyP99.map(roundedMilliseconds),
                 segmentWriteFailures: v?.segmentWriteFailures ?? 0, shed: v?.shed ?? false, shedFrames: v?.shedFrames ?? 0,
                 rtsp: rtsp.map { "\($0)/\(variant.streamGuid)" },
-                hls: layout.liveURLPath(layout.variantPlaylist(level: variant.level)))
+                hls: layout.liveURLPath(layout.variantPlaylist(level: variant.level)),
+                whep: refusal == nil ? "/whep/\(variant.streamGuid)" : nil, webrtcUnavailable: refusal)
         }
         let publisher = status?.publisher.map {
             JobView.Publisher(address: $0, protocol: status?.publisherProtocol, since: status?.publisherSince, codecs: status?.sourceCodecs, width: status?.sourceWidth,

@@ -4,6 +4,12 @@ import Foundation
 /// `/v1/jobs` every two seconds) and a native `<video>` on its master playlist. No external
 /// scripts or styles: it works on an air-gapped node, and Safari/Chromium play HLS natively.
 enum StatusPage {
+    /// The rung's player page, or why WebRTC cannot carry it (the page would start a lower rung).
+    static func webrtcLink(_ variant: ControlPlane.JobView.VariantView) -> String {
+        if let why = variant.webrtcUnavailable { return " <span title=\"\(html(why))\">no WebRTC (B-frames)</span>" }
+        return " <a href=\"/play/\(html(variant.streamGuid))\">WebRTC</a>"
+    }
+
     static func render(_ plane: ControlPlane) -> String {
         let jobs = plane.jobViews()
         let capacity = plane.capacitySnapshot()
@@ -16,7 +22,7 @@ enum StatusPage {
                 """
                 <tr data-variant="\(html(v.streamGuid))"><td>\(v.abrLevel)</td><td>\(v.width)×\(v.height)</td><td>\(v.declaredBitRate / 1000)k</td>\
                 <td class="avg">–</td><td class="peak">–</td><td class="fps">–</td><td class="frames">–</td><td class="drops">–</td>\
-                <td class="players">–</td><td class="lat">–</td><td><a href="\(html(v.hls))">HLS</a>\(webrtc ? " <a href=\"/play/\(html(v.streamGuid))\">WebRTC</a>" : "") <code>\(html(v.rtsp ?? "\(rtsp)/\(v.streamGuid)"))</code></td></tr>
+                <td class="players">–</td><td class="lat">–</td><td><a href="\(html(v.hls))">HLS</a>\(webrtc ? webrtcLink(v) : "") <code>\(html(v.rtsp ?? "\(rtsp)/\(v.streamGuid)"))</code></td></tr>
                 """
             }.joined(separator: "\n")
             sections += """

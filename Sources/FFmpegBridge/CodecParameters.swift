@@ -76,6 +76,9 @@ public final class CodecParameters: @unchecked Sendable {
     public var channelCount: Int { Int(pointer.pointee.ch_layout.nb_channels) }
     /// FFmpeg's profile number; for AAC this is the audio object type minus one.
     public var profile: Int { Int(pointer.pointee.profile) }
+    /// Pictures the decoder must hold back to output them in order (B-frames): libavformat's
+    /// figure from the pictures it probed (`video_delay`). 0 when none were seen or it did not probe.
+    public var videoDelay: Int { Int(pointer.pointee.video_delay) }
 
     public var extradata: [UInt8] {
         guard let data = pointer.pointee.extradata, pointer.pointee.extradata_size > 0 else { return [] }

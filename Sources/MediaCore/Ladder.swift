@@ -35,6 +35,9 @@ public struct Ladder: Sendable, Hashable, Codable {
     public var publisherCredentials: StreamCredentials?
     /// Whether a viewer needs a signed playback token (the provision's `playback.signed`).
     public var requiresSignedPlayback: Bool
+    /// `"playback": {"webrtcSafe": true}`: every rung must be one WebRTC can carry, so a source
+    /// with B-frames (or that may have them) is encoded at the top rather than passed through.
+    public var webRTCSafe = false
     /// The node group and provision the ladder came from: what its playback tokens are bound to.
     public var scope: ProvisionScope
 

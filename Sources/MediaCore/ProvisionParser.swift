@@ -77,19 +77,21 @@ public enum ProvisionParser {
         }
         let credentials = problems.credentials(value["credentials"], path: "\(path).credentials")
         var ladder = try problems.finish(topGuid: topGuid, drafts: drafts, credentials: credentials)
-        ladder.requiresSignedPlayback = try signedPlayback(value["playback"], path: "\(path).playback")
+        ladder.requiresSignedPlayback = try playbackFlag("signed", in: value["playback"], path: "\(path).playback")
+        ladder.webRTCSafe = try playbackFlag("webrtcSafe", in: value["playback"], path: "\(path).playback")
         return ladder
     }
 
-    /// `"playback": {"signed": true}` asks viewers for a signed playback token; absent or false leaves playback open.
-    static func signedPlayback(_ value: JSONValue?, path: String) throws(ProvisionError) -> Bool {
+    /// One flag of `"playback"`: `{"signed": true}` asks viewers for a signed playback token,
+    /// `{"webrtcSafe": true}` keeps B-frames out of every rung; absent or false: neither.
+    static func playbackFlag(_ name: String, in value: JSONValue?, path: String) throws(ProvisionError) -> Bool {
         switch value {
         case nil, .null?: return false
         case .object?:
-            switch value?["signed"] {
+            switch value?[name] {
             case nil, .null?: return false
-            case let .bool(signed)?: return signed
-            case let other?: throw ProvisionError(path: "\(path).signed", message: "expected true or false (got \(other.shortDescription))")
+            case let .bool(flag)?: return flag
+            case let other?: throw ProvisionError(path: "\(path).\(name)", message: "expected true or false (got \(other.shortDescription))")
             }
         case let other?:
             throw ProvisionError(path: path, message: "expected an object such as {\"signed\": true} (got \(other.shortDescription))")

@@ -169,6 +169,7 @@ public struct SwitchingPolicy: Sendable {
     /// as long as feedback takes to come back.
     public var probeAftermath = 1.5
     private var probeAftermathUntil = -Double.infinity
+    private var lastMoveWasDown = false
 
     /// - Parameters:
     ///   - rungs: the ladder, in any order (level 1 is the top).
@@ -380,7 +381,8 @@ public struct SwitchingPolicy: Sendable {
 
     private mutating func move(to target: Rung, now: Double, flush: Bool, reason: String) -> Decision {
         // Loss reported just after a move down is the old rung's overflow, still in the feedback.
-        if target.level > level { probeAftermathUntil = now + probeAftermath }
+        lastMoveWasDown = target.level > level
+        if lastMoveWasDown { probeAftermathUntil = now + probeAftermath }
         level = target.level
         switches += 1
         settledAt = now + settleTime
@@ -388,6 +390,14 @@ public struct SwitchingPolicy: Sendable {
         cleanSince = nil
         probe = nil
         return .switchTo(level: target.level, flush: flush, reason: reason)
+    }
+
+    /// The last move landed (the player gets the target's IDR now): what the old rung overfilled
+    /// is still being reported lost for `probeAftermath` seconds, and is not the new rung's.
+    /// A move may take up to a keyframe interval to land, during which the old rung goes on.
+    public mutating func landed(at now: Double) {
+        guard now.isFinite, lastMoveWasDown else { return }
+        probeAftermathUntil = max(probeAftermathUntil, now + probeAftermath)
     }
 
     private mutating func backOff() {

@@ -32,6 +32,8 @@ public final class LiveStream: MediaSink {
         var lastAudioTicks: Int64 = 0
         /// Opus packets have been written beside the AAC: browsers can be given audio.
         var carriesOpus = false
+        /// A picture came with an earlier time than the one before it: B-frames, in decode order.
+        var reordersPictures = false
         /// The ladder this stream is a rung of (level → path), and this rung's switch thresholds.
         var ladder: [Int: String]?
         var rung: SwitchingPolicy.Rung?
@@ -54,11 +56,28 @@ public final class LiveStream: MediaSink {
     public var playerCount: Int { state.withLock { $0.subscribers.count } }
     public var framesWritten: Int { state.withLock { $0.framesWritten } }
 
+    /// Why a browser cannot be sent this rung over WebRTC, or nil when it can. RTP carries no
+    /// decode times: a browser's WebRTC stack decodes pictures in the order they arrive and shows
+    /// B-frames out of order (a passed-through top from OBS or a camera, High profile with
+    /// B-frames, is the usual case). The SPS's own reorder figure says so before any picture
+    /// does; pictures that arrive out of presentation order say so for an SPS that is silent.
+    public var webRTCRefusal: String? {
+        state.withLock { state in
+            guard let video = state.video else { return nil }
+            if let reorder = H264SPS(video.sps)?.maxNumReorderFrames, reorder > 0 {
+                return "it has B-frames (its SPS allows \(reorder) reordered pictures), which WebRTC cannot carry in order"
+            }
+            return state.reordersPictures ? "it has B-frames (its pictures arrive out of order), which WebRTC cannot carry in order" : nil
+        }
+    }
+
     /// True once a player could be given something to decode.
     public var isPlayable: Bool { state.withLock { $0.video != nil && !$0.ended } }
 
     public func setFormats(video: VideoFormat?, audio: AudioFormat?) {
         state.withLock {
+            // Another encoder (a publisher back with other settings) may not reorder.
+            if $0.video?.sps != video?.sps { $0.reordersPictures = false }
             $0.video = video
             $0.audio = audio
             $0.ended = false
@@ -131,6 +150,7 @@ public final class LiveStream: MediaSink {
         let picture = SharedPicture(payloads: payloads, ticks: ticks, isKeyframe: isKeyframe)
         let subscribers: [MediaSubscriber] = state.withLock { state in
             state.framesWritten += 1
+            if !isKeyframe, state.framesWritten > 1, ticks < state.lastVideoTicks { state.reordersPictures = true }
             state.lastVideoTicks = ticks
             if isKeyframe {
                 state.gop.removeAll(keepingCapacity: true)
@@ -265,11 +285,15 @@ struct SharedPicture: Sendable {
     var ticks: Int64
     var isKeyframe: Bool
     var bytes: Int
+    /// Wall clock (Unix seconds) when the node had the picture: its capture time as players'
+    /// sender reports give it, so a browser's playout figures measure from here.
+    var writtenAt: Double
 
-    init(payloads: [ByteBuffer], ticks: Int64, isKeyframe: Bool) {
+    init(payloads: [ByteBuffer], ticks: Int64, isKeyframe: Bool, writtenAt: Double = wallClock()) {
         self.payloads = payloads
         self.ticks = ticks
         self.isKeyframe = isKeyframe
+        self.writtenAt = writtenAt
         bytes = payloads.reduce(0) { $0 + $1.readableBytes }
     }
 }

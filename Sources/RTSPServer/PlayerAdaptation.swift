@@ -44,6 +44,8 @@ final class PlayerAdaptation: Sendable {
         var audioBitRate: Double = 0
         /// UDP: seconds between the player's reports, smoothed (a probe must outlast one).
         var reportInterval: Double = 5
+        /// A move was decided and its first sample since landing is still to come.
+        var awaitingLanding = false
     }
 
     /// One move of a player, for events and metrics.
@@ -178,12 +180,20 @@ final class PlayerAdaptation: Sendable {
             let sample = sample(&state)
             if state.policy == nil { state.policy = SwitchingPolicy(rungs: rungs, startingAt: current.level) }
             state.policy!.update(rungs: rungs)
+            // Samples come only once a move landed (`rungs` is nil while one is pending).
+            if state.awaitingLanding {
+                state.awaitingLanding = false
+                state.policy!.landed(at: sample.time)
+            }
             // A UDP probe is judged on reports: it must outlast the interval between two.
             if transport.sentMedia != nil {
                 state.policy!.probeDuration = min(8, max(3, state.reportInterval * 1.5))
             } else if transport is SinkTransport {
-                // Its ramp's second, then the seconds the evidence spans.
+                // Its ramp's second, then the seconds the evidence spans. A ramped probe that
+                // finds too little costs the media little (it ends as the queue starts to build),
+                // so probes may come closer together: a link that opens is found sooner.
                 state.policy!.probeDuration = 4
+                state.policy!.maximumProbeHold = 6
             }
             let wasProbing = state.policy!.isProbing
             let decision = state.policy!.observe(sample)
@@ -193,13 +203,20 @@ final class PlayerAdaptation: Sendable {
                 logger.debug("probe ended", metadata: ["estimate": "\(Int(sample.estimate ?? -1))", "backlog": "\(sample.backlogSeconds)",
                                                        "loss": "\(sample.lossFraction)", "decision": "\(decision)"])
             }
+            if case .switchTo = decision { state.awaitingLanding = true }
             return (decision, state.policy!.probeDuration)
         }
         switch decision {
         case .stay:
             break
-        case let .switchTo(level, flush, reason):
+        case .switchTo(let level, var flush, let reason):
             guard let path = ladder[level], let target = registry.existingStream(path) else { return }
+            // A datagram player moved down loses what its full link cannot carry: the old rung's
+            // pictures until the target's IDR arrive late and broken, and the loss they cause
+            // falls on that IDR too (seen in Chromium: 480p's first IDR lost on a 1.3 Mbit/s link
+            // the 720p rung overfilled, 4–5 s frozen until the next one). Stopping the old rung at
+            // once lets the queue drain before the IDR: the picture holds until then instead.
+            if transport is SinkTransport, level > current.level { flush = true }
             subscriber.switchTo(target, flush: flush)
             if flush { transport.dropQueued(paddingOnly: false) }
             logger.info("player moves to another level", metadata: ["from": "\(current.level)", "to": "\(level)", "reason": "\(reason)"])

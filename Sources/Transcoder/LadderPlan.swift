@@ -29,6 +29,15 @@ struct LadderPlan {
         mode.passesThrough(isH264: video.parameters.isH264, width: video.width, height: video.height, top: top)
     }
 
+    /// Whether the source's pictures may come out of order (B-frames), which WebRTC cannot carry:
+    /// libavformat held pictures back while probing, or the SPS allows reordering, or it does not
+    /// say and its profile permits B-frames (only Baseline forbids them).
+    static func mayReorder(_ video: StreamInfo) -> Bool {
+        if video.parameters.videoDelay > 0 { return true }
+        guard let nal = H264.parameterSets(fromExtradata: video.parameters.extradata).sps.first, let sps = H264SPS(nal) else { return true }
+        return sps.reorderDepth > 0
+    }
+
     /// One pipeline per variant, in ladder order: the top passed through or encoded, the rest encoded.
     func makePipelines(ladder: Ladder, video: StreamInfo, output: (Variant) -> VariantOutput) throws -> [VariantPipeline] {
         let rate = video.frameRate.isValid && video.frameRate.doubleValue == frameRate

@@ -411,8 +411,13 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
     private func setUp(video: StreamInfo, audio: StreamInfo?) throws {
         audioTrack = try audio.flatMap { try AudioTrack(stream: $0) }
         browserAudio = audioTrack.flatMap { BrowserAudio(track: $0, sinks: sinks.sorted { $0.key < $1.key }.map(\.value), logger: logger) }
-        let plan = LadderPlan(ladder: ladder, video: video, passthroughTop: LadderPlan.topMatches(options.topMode, video: video, top: ladder.top),
-                              options: options, cores: coreBudget.share)
+        var passesThrough = LadderPlan.topMatches(options.topMode, video: video, top: ladder.top)
+        if passesThrough, ladder.webRTCSafe, LadderPlan.mayReorder(video) {
+            // The provision asked for rungs WebRTC can carry: a top with B-frames is encoded.
+            passesThrough = false
+            logger.info("the top is encoded, not passed through: the source may have B-frames and the provision asks for WebRTC-safe rungs")
+        }
+        let plan = LadderPlan(ladder: ladder, video: video, passthroughTop: passesThrough, options: options, cores: coreBudget.share)
         passthroughTop = plan.passthroughTop
         topExtradata = video.parameters.extradata
         grid = plan.grid

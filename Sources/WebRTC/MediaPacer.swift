@@ -41,6 +41,9 @@ public struct MediaPacer: Sendable {
 
     public var isEmpty: Bool { queue.isEmpty }
 
+    /// What media came in at over the last second (bit/s).
+    public var mediaRate: Double { Double(max(windowBytes, previousWindowBytes)) * 8 }
+
     /// The pace now (bit/s).
     public var rate: Double { max(Self.minimumRate, Self.factor * Double(max(windowBytes, previousWindowBytes)) * 8) }
 

@@ -47,3 +47,35 @@ public struct RetransmissionHistory: Sendable {
                          ssrc: ssrc, payload: payload)
     }
 }
+
+/// How much a viewer's retransmissions may add to its media: a token bucket at `share` of the
+/// media's rate (never under `floor`). A NACK says the link lost packets; answering every one at
+/// once on a link that is already full loses more, which the browser NACKs again: on a 1.3 Mbit/s
+/// link, unbounded resends kept a 100-packet queue full for seconds after the viewer had moved to
+/// a rung the link carried (50 % loss throughout). libwebrtc bounds them the same way (its
+/// retransmission rate limiter). What the budget refuses, the rung's next IDR repairs.
+///
+/// Pure: the caller says what time it is.
+public struct RetransmissionBudget: Sendable {
+    public static let share = 0.25
+    /// bit/s: a low rung's viewer can still have a lost packet or two resent.
+    public static let floor = 150_000.0
+    /// Seconds of the budget's rate that may go out in one burst.
+    public static let depth = 0.5
+
+    private var tokens = 0.0
+    private var last: Double?
+
+    public init() {}
+
+    /// Whether a resend of `bytes` fits now, given the media's rate (bit/s); takes it from the budget if so.
+    public mutating func allow(bytes: Int, mediaRate: Double, at now: Double) -> Bool {
+        let rate = max(Self.floor, mediaRate.isFinite ? mediaRate * Self.share : 0) / 8
+        let elapsed = last.map { max(0, now - $0) } ?? Self.depth
+        last = now
+        tokens = min(rate * Self.depth, tokens + elapsed * rate)
+        guard tokens >= Double(bytes) else { return false }
+        tokens -= Double(bytes)
+        return true
+    }
+}

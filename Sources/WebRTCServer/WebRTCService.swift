@@ -114,10 +114,12 @@ public final class WebRTCService: Sendable {
 
     /// A WHEP POST: `path` names a rung (`live/stream1_2`); `pinned` keeps the viewer on it.
     /// Returns the session's id (its resource) and the SDP answer.
-    public func offer(_ sdp: String, path: String, pinned: Bool, from address: String) throws(Refusal) -> (id: String, answer: String) {
-        guard let stream = registry.existingStream(path), stream.isPlayable, let video = stream.video else {
-            throw Refusal(status: 404, reason: "no such stream: \(path)")
+    public func offer(_ sdp: String, path requested: String, pinned: Bool, from address: String) throws(Refusal) -> (id: String, answer: String) {
+        guard let asked = registry.existingStream(requested), asked.isPlayable else {
+            throw Refusal(status: 404, reason: "no such stream: \(requested)")
         }
+        let (path, stream) = try Self.webRTCRung(for: asked, path: requested, pinned: pinned, registry: registry)
+        guard let video = stream.video else { throw Refusal(status: 404, reason: "no such stream: \(requested)") }
         let offer: WebRTCOffer
         do {
             offer = try WebRTCOffer.parse(sdp)
@@ -161,6 +163,22 @@ public final class WebRTCService: Sendable {
         }
         logger.info("WebRTC viewer offered", metadata: ["stream.guid": "\(path)", "session": "\(viewer.id)", "video.payloadType": "\(answer.videoPayloadType)"])
         return (viewer.id, answer.sdp)
+    }
+
+    /// The rung a viewer asking for `path` starts on: that rung, unless WebRTC cannot carry it
+    /// (`LiveStream.webRTCRefusal`); then, for an adaptive viewer, the highest rung of its ladder
+    /// that WebRTC can carry, as an RTSP player asking for a shed rung gets the next one. A pinned
+    /// viewer asked for that rung alone: it gets 406 and the reason, with the rungs it could watch.
+    static func webRTCRung(for stream: LiveStream, path: String, pinned: Bool,
+                           registry: StreamRegistry) throws(Refusal) -> (path: String, stream: LiveStream) {
+        guard let why = stream.webRTCRefusal else { return (path, stream) }
+        let carried = (stream.ladder ?? [:]).sorted { $0.key < $1.key }.compactMap { _, rung -> (String, LiveStream)? in
+            guard let candidate = registry.existingStream(rung), candidate.isPlayable, candidate.webRTCRefusal == nil else { return nil }
+            return (rung, candidate)
+        }
+        if !pinned, let best = carried.first { return best }
+        let others = carried.isEmpty ? "no rung of this stream can be" : "WebRTC viewers can watch " + carried.map(\.0).joined(separator: ", ")
+        throw Refusal(status: 406, reason: "\(path) cannot be sent over WebRTC: \(why); \(others)")
     }
 
     /// A WHEP DELETE: false when there is no such session.

@@ -21,6 +21,8 @@ public final class WebRTCViewer: Sendable {
         public var bytesSent: Int
         public var nacks: Int
         public var retransmissions: Int
+        /// Resends asked for and not made: over the viewer's `RetransmissionBudget`.
+        public var retransmissionsDeclined: Int
         /// From the browser's receiver reports: round trip (s) and the fraction of video lost.
         public var roundTrip: Double?
         public var fractionLost: Double?
@@ -73,6 +75,8 @@ public final class WebRTCViewer: Sendable {
         var retransmissions = 0
         /// Media waiting to leave at the pace of the link (see `MediaPacer`).
         var pacer = MediaPacer()
+        var retransmissionBudget = RetransmissionBudget()
+        var retransmissionsDeclined = 0
         var pacing = false
         /// The sender reports sent lately (NTP's middle 32 bits, uptime s), for the round trip
         /// the browser's reports then give (RFC 3550 §6.4.1).
@@ -180,10 +184,11 @@ public final class WebRTCViewer: Sendable {
         }
         state.withLock { $0.player = player }
         // A rung of a ladder follows the viewer's link unless the viewer pinned it (`?abr=off`).
-        // Only rungs its decoder takes (a passed-through High top is no rung for a Baseline-only peer).
+        // Only rungs its decoder takes (a passed-through High top is no rung for a Baseline-only
+        // peer) and WebRTC can carry (no B-frames).
         let ladder = stream.ladder?.filter { _, path in
-            guard let sps = service.registry.existingStream(path)?.video?.sps, let profile = H264ProfileLevel(sps: sps),
-                  let decoder = answer.videoDecoder else { return false }
+            guard let rung = service.registry.existingStream(path), rung.webRTCRefusal == nil,
+                  let sps = rung.video?.sps, let profile = H264ProfileLevel(sps: sps), let decoder = answer.videoDecoder else { return false }
             return profile.isDecodable(by: decoder)
         }
         if !pinned, let ladder, ladder.count > 1 {
@@ -249,6 +254,7 @@ public final class WebRTCViewer: Sendable {
 
     /// Answers a NACK from the history: on the RTX stream where negotiated (RFC 4588), else the
     /// packet again as it was. Resent at once, ahead of the pacer's queue: it is already late.
+    /// Only as much as `RetransmissionBudget` lets through: resends must not add to a full link.
     private func retransmit(_ sequences: [UInt16]) {
         let extensionID = answer.transportSequenceExtension
         let (datagrams, peer) = state.withLock { state -> ([[UInt8]], SocketAddress?) in
@@ -256,6 +262,10 @@ public final class WebRTCViewer: Sendable {
             let now = Double(DispatchTime.now().uptimeNanoseconds) / 1e9
             var datagrams: [[UInt8]] = []
             for original in state.history.resend(sequences) {
+                guard state.retransmissionBudget.allow(bytes: original.payload.readableBytes + 40, mediaRate: state.pacer.mediaRate, at: now) else {
+                    state.retransmissionsDeclined += 1
+                    continue
+                }
                 var packet = original
                 var payloadType = answer.videoPayloadType, ssrc = plan.videoSSRC
                 if let rtxType = answer.retransmissionPayloadType {
@@ -458,7 +468,7 @@ public final class WebRTCViewer: Sendable {
         state.withLock { state in
             Status(id: id, path: path, state: state.phase, peer: state.peer.map { "\($0)" }, packetsSent: state.packetsSent,
                    bytesSent: state.bytesSent, nacks: state.nacks, retransmissions: state.retransmissions,
-                   roundTrip: state.roundTrip, fractionLost: state.fractionLost, pictureLossIndications: state.pictureLossIndications,
+                   retransmissionsDeclined: state.retransmissionsDeclined, roundTrip: state.roundTrip, fractionLost: state.fractionLost, pictureLossIndications: state.pictureLossIndications,
                    receiverEstimate: state.receiverEstimate, level: state.player?.level, adaptive: state.player?.isAdaptive ?? false, switches: state.player?.switches ?? 0,
                    estimate: state.player?.estimate)
         }

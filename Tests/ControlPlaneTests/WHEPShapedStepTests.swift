@@ -80,21 +80,28 @@ import TestSupport
         let lowest = seconds(until: { $0 == 640 }, timeout: 15)
         Thread.sleep(forTimeInterval: max(0, 12 - (lowest ?? 15)))
         try namespace.setRate(link, kilobits: 100_000)
-        let up = seconds(until: { $0 == 1280 }, timeout: 30)
+        let opened = samples().count
+        let up = seconds(until: { $0 == 1280 }, timeout: 35)
+        // The first move up: the first picture wider than the lowest rung after the link opened.
+        let firstUp = samples().dropFirst(opened).first { $0.width > 640 }.map { $0.time - (samples().dropFirst(opened).first?.time ?? $0.time) }
         let all = samples()
         let freezes = (all.last?.freezes ?? 0) - freezesBefore
         let summary = "down \(down.map { String(format: "%.1f", $0) } ?? "never") s, to 360p \(lowest.map { String(format: "%.1f", $0) } ?? "never") s, "
-            + "up \(up.map { String(format: "%.1f", $0) } ?? "never") s, frozen \(String(format: "%.2f", freezes)) s; widths "
+            + "first up \(firstUp.map { String(format: "%.1f", $0) } ?? "never") s, to the top \(up.map { String(format: "%.1f", $0) } ?? "never") s, frozen \(String(format: "%.2f", freezes)) s; widths "
             + all.map { "\($0.width)" }.joined(separator: " ")
         print("WHEP step: \(summary)")
         let moves = node.log.split(separator: "\n").filter { $0.contains("moves to another level") || $0.contains("skips") || $0.contains("WebRTC viewer") }
         print("WHEP step, the node's moves:\n" + moves.suffix(30).joined(separator: "\n"))
-        // A move is decided within 2 s of the drop and lands at the next aligned IDR (2 s grid);
-        // the picture reaches Chromium's decoder a frame or two later.
-        #expect(down != nil && down! <= 6, "\(summary)")
-        #expect(lowest != nil, "\(summary)")
-        #expect(up != nil && up! <= 20, "\(summary)")
-        #expect(freezes <= 3, "\(summary)")
+        // The issue's goals: down decided within 2 s of a drop, up within 15 s of the recovery.
+        // A move lands at the target's next aligned IDR (2 s grid), and the picture reaches
+        // Chromium's decoder a moment later: 2.5 s more than the decision is allowed.
+        #expect(down != nil && down! <= 4.5, "\(summary)")
+        #expect(lowest != nil && lowest! <= 4.5, "\(summary)")
+        #expect(firstUp != nil && firstUp! <= 17.5, "\(summary)")
+        #expect(up != nil, "\(summary)")
+        // Each drop may cost the old rung's pictures until the target's IDR lands (up to a
+        // keyframe interval, 2 s): two drops, 4 s at most.
+        #expect(freezes <= 4, "\(summary)")
         // Pictures kept coming throughout: the decoded count never stood still for long.
         let stalls = zip(all, all.dropFirst()).filter { $1.frames == $0.frames && $1.time > (top ?? 0) }.count
         #expect(stalls <= 8, "half-seconds without a new picture: \(stalls); \(summary)")

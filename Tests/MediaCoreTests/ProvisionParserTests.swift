@@ -91,6 +91,19 @@ func provisionFixture(_ name: String) throws -> Data {
                 "got: \(error.problems)")
     }
 
+    /// `"playback"` carries the viewer-facing flags: signed tokens, and rungs WebRTC can carry.
+    @Test func readsThePlaybackFlagsAndNamesAWrongOne() throws {
+        func ladder(_ playback: String) throws -> Ladder {
+            try ProvisionParser.parse(Array(#"{"streamGuid":"live/s","playback":\#(playback),"streams":[{"streamGuid":"live/s_1","abrLevel":1,"videoParams":{"videoBitRate":1000000,"videoWidth":1280,"videoHeight":720}}]}"#.utf8))
+        }
+        let both = try ladder(#"{"signed":true,"webrtcSafe":true}"#)
+        #expect(both.requiresSignedPlayback && both.webRTCSafe)
+        let neither = try ladder("{}")
+        #expect(!neither.requiresSignedPlayback && !neither.webRTCSafe)
+        let error = try #require(throws: ProvisionError.self) { try ladder(#"{"webrtcSafe":"yes"}"#) }
+        #expect(error.problems.contains { $0.path == "provision.playback.webrtcSafe" && $0.message.contains("expected true or false") }, "\(error.problems)")
+    }
+
     @Test func reportsEveryProblemNotJustTheFirst() throws {
         let text = #"{"streamGuid":"live/s","streams":[{"streamGuid":"live/s_1","abrLevel":1,"videoParams":{"videoBitRate":10,"videoWidth":15,"videoHeight":5000}}]}"#
         let error = try #require(throws: ProvisionError.self) { try ProvisionParser.parse(Array(text.utf8)) }

@@ -103,6 +103,42 @@ import Testing
         #expect(policy.upHoldNow == before * 2)
     }
 
+    /// A move down lands at the target's next IDR, up to a keyframe interval later; until then
+    /// the old rung overfills the link, and the feedback reports that loss for a moment after
+    /// landing. It is not the new rung's: the player stays. Loss that goes on is.
+    @Test func lossRightAfterAMoveDownLandedIsTheOldRungs() {
+        var policy = SwitchingPolicy(rungs: Self.rungs, startingAt: 1)
+        var time = 0.0
+        var decision = SwitchingPolicy.Decision.stay
+        while time < 5, case .stay = decision {
+            time += 0.1
+            decision = policy.observe(.init(time: time, estimate: 1_000_000, lossFraction: 0.3, backlogSeconds: 0.6))
+        }
+        guard case .switchTo(2, _, _) = decision else {
+            Issue.record("expected a move to level 2, got \(decision)")
+            return
+        }
+        // Two seconds to the target's IDR, then the old rung's loss, still in the feedback.
+        time += 2
+        policy.landed(at: time)
+        for _ in 0..<10 {
+            time += 0.1
+            #expect(policy.observe(.init(time: time, estimate: 1_500_000, lossFraction: 0.5, backlogSeconds: 0.1)) == .stay)
+        }
+        // Past the aftermath, loss is the rung's own.
+        decision = .stay
+        let aftermath = time
+        while time < aftermath + 3, case .stay = decision {
+            time += 0.1
+            decision = policy.observe(.init(time: time, estimate: 1_500_000, lossFraction: 0.5, backlogSeconds: 0.1))
+        }
+        guard case .switchTo(3, _, _) = decision else {
+            Issue.record("expected loss that goes on to move the player down, got \(decision)")
+            return
+        }
+        #expect(time - aftermath <= policy.probeAftermath)
+    }
+
     /// App-limited samples (the sender had no more to send) say the link carries at least the
     /// rung's rate: however low they are, they move no one down.
     @Test func appLimitedSamplesNeverMoveAPlayerDown() {

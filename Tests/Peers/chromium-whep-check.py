@@ -13,6 +13,10 @@ video's) and a summary; exits 0 once framesDecoded reached min_frames (default 6
 picture of nonzero width (and, with `audio`, two seconds of audio played), 1 otherwise, 2 when
 Chromium could not be driven.
 
+Latency: the node's sender reports put each picture at the wall-clock time the node had it, so
+the video's estimatedPlayoutTimestamp against the browser's clock (the same machine's) is how long
+after that the picture plays (playoutLagMs).
+
 Lip sync: each inbound-rtp's estimatedPlayoutTimestamp is the sender's NTP time (from its RTCP
 sender reports) of what plays now, so audio's minus video's is how far apart they play.
 """
@@ -36,6 +40,8 @@ STATS = """(async () => {
     frameWidth: video.frameWidth || 0, frameHeight: video.frameHeight || 0, freezeCount: video.freezeCount || 0,
     totalFreezesDuration: video.totalFreezesDuration || 0, pliCount: video.pliCount || 0, framesDropped: video.framesDropped || 0,
     packetsLost: video.packetsLost || 0, nackCount: video.nackCount || 0, firstDecodedAfterPost: window.firstDecodedAfterPost || null,
+    bytesReceived: video.bytesReceived || 0, audioBytesReceived: audio.bytesReceived || 0,
+    playoutLagMs: video.estimatedPlayoutTimestamp ? Date.now() + 2208988800000 - video.estimatedPlayoutTimestamp : null,
     audioSamples: audio.totalSamplesReceived || 0, audioConcealed: audio.concealedSamples || 0, audioAheadOfVideoMs: sync});
 })()"""
 
@@ -59,6 +65,7 @@ def main():
             value = browser.evaluate(STATS, await_promise=True)
             last = json.loads(value or "{}")
             last["t"] = round(time.time() - start, 2)
+            last["wall"] = round(time.time(), 3)
             print(json.dumps(last), flush=True)
             if wanted == 0:
                 time.sleep(0.5)

@@ -76,4 +76,30 @@ import Testing
         #expect(rtx.payloadType == 97 && rtx.ssrc == 7 && rtx.sequenceNumber == 12 && rtx.timestamp == original.timestamp)
         #expect(Array(rtx.payload.readableBytesView) == [0xAB, 0xCD, 1, 2, 3])
     }
+
+    /// A link full enough to lose packets gets at most a quarter of the media's rate in resends,
+    /// however many the browser NACKs; a quiet link has the whole bucket for the next loss.
+    @Test func resendsAreBoundedByAShareOfTheMediaRate() {
+        var budget = RetransmissionBudget()
+        let media = 1_000_000.0
+        var allowed = 0
+        // Two seconds of NACKs for 100 packets of 1240 bytes every 100 ms.
+        for tick in 0..<20 {
+            for _ in 0..<100 where budget.allow(bytes: 1240, mediaRate: media, at: Double(tick) * 0.1) { allowed += 1 }
+        }
+        let sentBits = Double(allowed * 1240 * 8)
+        // The first bucket (half a second of the budget) and then the budget's rate for two seconds.
+        let most = media * RetransmissionBudget.share * (2 + RetransmissionBudget.depth)
+        #expect(sentBits <= most + 1240 * 8 && sentBits >= most * 0.7, "\(sentBits) bits resent")
+        // A low rung still gets the floor; nonsense rates count as none.
+        var low = RetransmissionBudget()
+        let first = low.allow(bytes: 1240, mediaRate: .nan, at: 0)
+        #expect(first)
+        var count = 1
+        while low.allow(bytes: 1240, mediaRate: 100_000, at: 0) { count += 1 }
+        #expect(Double(count * 1240 * 8) <= RetransmissionBudget.floor * RetransmissionBudget.depth + 1240 * 8)
+        // After a quiet second the bucket is full again.
+        let afterQuiet = low.allow(bytes: 1240, mediaRate: 100_000, at: 1)
+        #expect(afterQuiet)
+    }
 }

@@ -20,6 +20,58 @@ import WebRTCTransport
                                0x00, 0x03, 0x03, 0xc0, 0xf1, 0x42, 0xa4, 0x80]
     static let pps: [UInt8] = [0x68, 0xcb, 0x83, 0xcb, 0x20]
 
+    /// x264's High SPS with `-bf 2` (320×240): its VUI allows two reordered pictures.
+    static let bFrameSPS: [UInt8] = [0x67, 0x64, 0x00, 0x0d, 0xac, 0xd9, 0x41, 0x41, 0xfb, 0x01, 0x10, 0x00, 0x00, 0x03, 0x00, 0x10,
+                                     0x00, 0x00, 0x03, 0x03, 0xc0, 0xf1, 0x42, 0x99, 0x60]
+
+    /// A rung with B-frames (a passed-through top from OBS) is not sent over WebRTC: an adaptive
+    /// viewer asking for it starts on the best rung WebRTC carries, a pinned one is told why and
+    /// what it could watch. Both signs count: the SPS's reorder figure, and pictures that arrive
+    /// out of presentation order when the SPS is silent.
+    @Test func aRungWithBFramesIsNotOfferedAndAPinnedViewerIsToldWhy() throws {
+        #expect(H264SPS(Self.bFrameSPS)?.maxNumReorderFrames == 2)
+        let registry = StreamRegistry()
+        let ladder = [1: "live/b_1", 2: "live/b_2", 3: "live/b_3"]
+        for path in ladder.values {
+            let stream = registry.stream(path)
+            stream.setFormats(video: VideoFormat(sps: path == "live/b_1" ? Self.bFrameSPS : Self.sps, pps: Self.pps, frameRate: 30), audio: nil)
+            stream.setLadder(ladder)
+        }
+        let top = try #require(registry.existingStream("live/b_1"))
+        let second = try #require(registry.existingStream("live/b_2"))
+        #expect(top.webRTCRefusal?.contains("B-frames") == true)
+        #expect(second.webRTCRefusal == nil)
+        let adaptive = try WebRTCService.webRTCRung(for: top, path: "live/b_1", pinned: false, registry: registry)
+        #expect(adaptive.path == "live/b_2")
+        #expect(try WebRTCService.webRTCRung(for: second, path: "live/b_2", pinned: true, registry: registry).path == "live/b_2")
+        do {
+            _ = try WebRTCService.webRTCRung(for: top, path: "live/b_1", pinned: true, registry: registry)
+            Issue.record("a pinned viewer of a B-frame rung was accepted")
+        } catch {
+            #expect(error.status == 406)
+            #expect(error.reason.contains("live/b_1 cannot be sent over WebRTC") && error.reason.contains("B-frames")
+                && error.reason.contains("live/b_2, live/b_3"), "\(error.reason)")
+        }
+        // An SPS that does not say: the pictures do. Decode order I P B B, shown 0 3 1 2.
+        let clock = Rational(1, 90_000)
+        for (index, shown) in [0, 3, 1, 2].enumerated() {
+            second.writeVideo([[index == 0 ? 0x65 : 0x41, 0x88, 0x80]], time: MediaTime(ticks: Int64(shown * 3000), timeBase: clock), isKeyframe: index == 0)
+        }
+        #expect(second.webRTCRefusal?.contains("out of order") == true)
+        #expect(try WebRTCService.webRTCRung(for: top, path: "live/b_1", pinned: false, registry: registry).path == "live/b_3")
+        // The publisher came back with another encoder: a new SPS, and pictures in order.
+        let third = try #require(registry.existingStream("live/b_3"))
+        for index in 0..<4 {
+            third.writeVideo([[index == 0 ? 0x65 : 0x41, 0x88, 0x80]], time: MediaTime(ticks: Int64(index * 3000), timeBase: clock), isKeyframe: index == 0)
+        }
+        #expect(third.webRTCRefusal == nil)
+        var otherLevel = Self.sps
+        otherLevel[3] = 0x1e
+        second.setFormats(video: VideoFormat(sps: otherLevel, pps: Self.pps, frameRate: 30), audio: nil)
+        #expect(second.video?.sps == otherLevel)
+        #expect(second.webRTCRefusal == nil)
+    }
+
     /// A UDP socket on loopback that keeps what it receives.
     final class Peer: Sendable {
         final class Inbox: ChannelInboundHandler, Sendable {

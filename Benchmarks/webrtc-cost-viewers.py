@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Many viewers of one rung, for the node's cost per viewer (Benchmarks/webrtc.sh).
+
+Usage: webrtc-cost-viewers.py webrtc|rtsp N SECONDS WHEP_URL RTSP_URL
+
+webrtc: N aiortc peer connections over WHEP in one process. Their decoders are left out (they
+return no frames): the benchmark measures the node, and N software decoders would take the
+machine from it. Each still receives, decrypts and depacketizes everything, and sends its
+receiver reports and REMB as aiortc does. Its offer names High as well as aiortc's Constrained
+Baseline, so the node sends it the passed-through High top, as it would a browser.
+
+rtsp: N RTSP/TCP players (SETUP interleaved, PLAY) that read and discard, one thread each.
+
+Prints a JSON line with how many viewers got media and the bytes they received.
+"""
+import asyncio, json, os, sys, threading, time, urllib.request
+
+kind, count, seconds, whep_url, rtsp_url = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5]
+
+
+def run_rtsp():
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from rtsp_play import start_session
+    received = [0] * count
+    end = time.time() + seconds
+
+    def player(index):
+        try:
+            sock, _, buffer = start_session(rtsp_url, ("127.0.0.1", 0))
+            received[index] += len(buffer)
+            sock.settimeout(2)
+            while time.time() < end:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                received[index] += len(chunk)
+            sock.close()
+        except OSError:
+            pass
+
+    threads = [threading.Thread(target=player, args=(i,), daemon=True) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(seconds + 5)
+    print(json.dumps({"kind": "rtsp", "viewers": count, "playing": sum(1 for r in received if r > 0), "bytes": sum(received)}))
+
+
+async def run_webrtc():
+    from aiortc import RTCPeerConnection, RTCSessionDescription
+    from aiortc.codecs import CODECS, h264, opus
+    from aiortc.rtcrtpparameters import RTCRtcpFeedback, RTCRtpCodecParameters
+    h264.H264Decoder.decode = lambda self, frame: []
+    opus.OpusDecoder.decode = lambda self, frame: []
+    # High, beside aiortc's two Constrained Baseline formats (payload types after its own).
+    CODECS["video"] += [
+        RTCRtpCodecParameters(mimeType="video/H264", clockRate=90000, payloadType=103,
+                              rtcpFeedback=[RTCRtcpFeedback(type="nack"), RTCRtcpFeedback(type="nack", parameter="pli"),
+                                            RTCRtcpFeedback(type="goog-remb")],
+                              parameters={"level-asymmetry-allowed": "1", "packetization-mode": "1", "profile-level-id": "640c1f"}),
+        RTCRtpCodecParameters(mimeType="video/rtx", clockRate=90000, payloadType=104, parameters={"apt": 103}),
+    ]
+    received = [0] * count
+    peers = []
+
+    async def viewer(index):
+        pc = RTCPeerConnection()
+        peers.append(pc)
+        pc.addTransceiver("video", direction="recvonly")
+        pc.addTransceiver("audio", direction="recvonly")
+
+        @pc.on("track")
+        def on_track(track):
+            async def drain():
+                while True:
+                    try:
+                        await track.recv()
+                    except Exception:
+                        return
+            asyncio.ensure_future(drain())
+
+        await pc.setLocalDescription(await pc.createOffer())
+        request = urllib.request.Request(whep_url, data=pc.localDescription.sdp.encode(), method="POST", headers={"Content-Type": "application/sdp"})
+        try:
+            answer = await asyncio.get_running_loop().run_in_executor(None, lambda: urllib.request.urlopen(request, timeout=10).read().decode())
+        except Exception as error:
+            print(json.dumps({"viewer": index, "error": str(error)}), file=sys.stderr)
+            return
+        await pc.setRemoteDescription(RTCSessionDescription(sdp=answer, type="answer"))
+
+    await asyncio.gather(*(viewer(i) for i in range(count)))
+    await asyncio.sleep(seconds)
+    total, playing = 0, 0
+    for pc in peers:
+        for receiver in pc.getReceivers():
+            stats = await receiver.getStats()
+            got = sum(getattr(s, "bytesReceived", 0) or 0 for s in stats.values() if s.type == "inbound-rtp")
+            total += got
+            playing += 1 if got > 0 and receiver.track.kind == "video" else 0
+    print(json.dumps({"kind": "webrtc", "viewers": count, "playing": playing, "bytes": total}))
+    await asyncio.gather(*(pc.close() for pc in peers), return_exceptions=True)
+
+
+if kind == "rtsp":
+    run_rtsp()
+else:
+    asyncio.run(run_webrtc())

@@ -1,0 +1,230 @@
+#!/usr/bin/env bash
+# WebRTC viewers on shaped links, and what they cost. One headless Chromium viewer plays the edge
+# ladder (live/edge: 2 M / 1 M / 500 k / 250 k) over WHEP from the node's own player page, first
+# on the step (wide → 1.3 Mbit/s → 650 kbit/s → wide), then on windows of the bundled 3G traces,
+# one link at a time: tc htb on the node's UDP port inside a network namespace made for the run
+# (a veth pair, so Chromium gathers a candidate). Chromium's getStats says what it received,
+# decoded, froze and dropped, and when its pictures played against the node's clock; the node's
+# log says when it moved the viewer. The oracle is the edge benchmark's (`abr-worker simulate` on
+# the same windows and the ladder's own segments). Then the cost: N aiortc viewers of the top
+# against N RTSP/TCP players of the top, the node's CPU over the same phase length.
+#
+#   Benchmarks/webrtc.sh [N]     (default 3 trace windows; ./abr bench webrtc runs it; needs root)
+#
+# Environment:
+#   SECONDS_PER_WINDOW (default 120), START (seconds into each trace, default 60), MEAN (`own`, or
+#   a mean in kbit/s each window is scaled to; default own), BURST (htb burst, bytes, default
+#   16384), QUEUE (packets, default 100), VIEWERS (the cost phases' N, default 20; 0 skips them),
+#   PHASE_SECONDS (default 30), CLEAN_MINUTES (4 viewers on a wide link for that long, counting
+#   switches and dropped pictures; default 0: skipped), WORKER (another abr-worker binary).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source Benchmarks/common.sh
+windows=${1:-3}
+seconds=${SECONDS_PER_WINDOW:-120}
+start=${START:-60}
+mean=${MEAN:-own}
+burst=${BURST:-16384}
+queue=${QUEUE:-100}
+viewers=${VIEWERS:-20}
+phase=${PHASE_SECONDS:-30}
+clean_minutes=${CLEAN_MINUTES:-0}
+work=Benchmarks/work/webrtc
+rm -rf "$work"
+mkdir -p "$work/windows"
+worker=$(realpath "$(benchmark_worker)")
+clip=Benchmarks/work/source-720p30-20s.mp4
+benchmark_source_clip "$clip"
+edge_ladder_provision "$work/edge.json"
+python=python3
+[ -x .build/python/bin/python3 ] && python=$PWD/.build/python/bin/python3  # aiortc, installed by ./abr
+
+namespace=abr-bench-webrtc-$$
+ip netns add "$namespace"
+cleanup() {
+  ip netns pids "$namespace" 2>/dev/null | xargs -r kill 2>/dev/null || true
+  sleep 1
+  ip netns pids "$namespace" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+  ip netns del "$namespace" 2>/dev/null || true
+}
+trap cleanup EXIT
+inside() { ip netns exec "$namespace" "$@"; }
+ip -n "$namespace" link set lo mtu 1500 up
+ip -n "$namespace" link add abr-v0 type veth peer name abr-v1
+ip -n "$namespace" addr add 10.77.0.1/24 dev abr-v0
+ip -n "$namespace" addr add 10.77.0.2/24 dev abr-v1
+ip -n "$namespace" link set abr-v0 up
+ip -n "$namespace" link set abr-v1 up
+ip -n "$namespace" route add default via 10.77.0.2 dev abr-v0
+rtsp=18554 http=18080 udp=18189
+tc -n "$namespace" qdisc add dev lo root handle 1: htb default 10 r2q 1000
+tc -n "$namespace" class add dev lo parent 1: classid 1:10 htb rate 10gbit
+tc -n "$namespace" class add dev lo parent 1: classid 1:20 htb rate 100mbit ceil 100mbit burst "$burst" cburst "$burst"
+tc -n "$namespace" qdisc add dev lo parent 1:20 pfifo limit "$queue"
+tc -n "$namespace" filter add dev lo parent 1: protocol ip prio 1 u32 match ip protocol 17 0xff match ip sport $udp 0xffff flowid 1:20
+shape() { tc -n "$namespace" class change dev lo parent 1: classid 1:20 htb rate "${1}kbit" ceil "${1}kbit" burst "$burst" cburst "$burst"; }
+
+ABR_WORKER_LOG_LEVEL=${ABR_WORKER_LOG_LEVEL:-debug} inside "$worker" serve --host 127.0.0.1 --rtsp-port $rtsp --http-port $http \
+  --webrtc-port $udp --rtmp-port=-1 --srt-port=-1 --data-dir "$PWD/$work/data" --status-interval 0 --no-load-shedding \
+  --provision "$work/edge.json" >"$work/serve.out" 2>"$work/serve.log" &
+node=$!
+for _ in $(seq 1 100); do inside curl -sf http://127.0.0.1:$http/v1/jobs >/dev/null && break; sleep 0.2; done
+node_pid=$(inside pgrep -f "abr-worker serve --host 127.0.0.1 --rtsp-port $rtsp" | head -1)
+inside ffmpeg -hide_banner -loglevel error -re -stream_loop -1 -i "$clip" -c copy -f rtsp -rtsp_transport tcp \
+  rtsp://127.0.0.1:$rtsp/live/edge_1 </dev/null >"$work/publisher.log" 2>&1 &
+sleep 15  # every rung encoding, a few segments written (the oracle reads them)
+
+# The links: the step, then the trace windows (written out for the oracle).
+python3 - "$work" "$windows" "$seconds" "$start" "$mean" <<'PY' >"$work/links.json"
+import json, os, sys
+work, windows, seconds, start, mean = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+links = [{"name": "step", "rates": ([100000] * 10 + [1300] * 20 + [650] * 20 + [100000] * max(0, seconds - 50))[:max(seconds, 60)]}]
+sys.path.insert(0, "Benchmarks")
+from trace_windows import chosen, window
+for name in chosen(windows):
+    label, rates = window(work, name, start, seconds, mean)
+    links.append({"name": label, "rates": [max(8, rate) for rate in rates]})
+print(json.dumps(links))
+PY
+
+# One Chromium viewer per link, the link changed every second; its stats every half second.
+count=$(python3 -c "import json,sys; print(len(json.load(open(sys.argv[1]))))" "$work/links.json")
+echo "== $count links, one Chromium viewer each over WHEP, on live/edge (4 rungs)" >&2
+for index in $(seq 0 $((count - 1))); do
+  name=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[int(sys.argv[2])]['name'])" "$work/links.json" "$index")
+  mapfile -t rates < <(python3 -c "import json,sys; print('\n'.join(map(str, json.load(open(sys.argv[1]))[int(sys.argv[2])]['rates'])))" "$work/links.json" "$index")
+  shape 100000
+  stats="$work/chromium-$index.jsonl"
+  inside python3 Tests/Peers/chromium-whep-check.py "http://127.0.0.1:$http/play/live/edge_1" $(( ${#rates[@]} + 8 )) 0 >"$stats" 2>/dev/null &
+  viewer=$!
+  for _ in $(seq 1 40); do grep -q '"framesDecoded": [1-9]' "$stats" 2>/dev/null && break; sleep 0.25; done
+  began=$(date +%s.%N)
+  : >"$work/changes-$index.txt"
+  for second in "${!rates[@]}"; do
+    if [ "$second" -eq 0 ] || [ "${rates[$second]}" != "${rates[$((second - 1))]}" ]; then
+      shape "${rates[$second]}"
+      echo "$second ${rates[$second]} $(date +%s.%N)" >>"$work/changes-$index.txt"
+    fi
+    sleep "$(python3 -c "import sys,time; print(max(0, float(sys.argv[1]) + int(sys.argv[2]) + 1 - time.time()))" "$began" "$second")"
+  done
+  echo "$began" >"$work/began-$index.txt"
+  shape 100000
+  kill "$viewer" 2>/dev/null || true
+  wait "$viewer" 2>/dev/null || true
+  echo "   $name done" >&2
+done
+
+# The oracle on the same windows and the same ladder's segments.
+: >"$work/oracle.jsonl"
+if ls "$work"/windows/*.json >/dev/null 2>&1; then
+  oracle_traces=()
+  for file in "$work"/windows/*.json; do oracle_traces+=(--trace "$file"); done
+  "$worker" simulate "$work/data/hls/live/edge" "${oracle_traces[@]}" --window "$seconds" --start 0 --level 1 --json \
+    >"$work/oracle.jsonl" 2>/dev/null || true
+fi
+
+# The cost: N aiortc viewers of the top (their decoders left out: the node's cost is what is
+# measured, and N decoders would take the machine from it), then N RTSP/TCP players of the top.
+cpu_seconds() { awk '{print ($14 + $15) / 100}' "/proc/$node_pid/stat"; }
+cost_line=""
+if [ "$viewers" -gt 0 ]; then
+  shape 100000
+  for kind in webrtc rtsp; do
+    inside "$python" Benchmarks/webrtc-cost-viewers.py "$kind" "$viewers" $((phase + 10)) \
+      "http://127.0.0.1:$http/whep/live/edge_1?abr=off" "rtsp://127.0.0.1:$rtsp/live/edge_1" >"$work/cost-$kind.json" 2>"$work/cost-$kind.log" &
+    load=$!
+    sleep 8  # joined and caught up
+    before=$(cpu_seconds)
+    sleep "$phase"
+    after=$(cpu_seconds)
+    wait "$load" || true
+    echo "$kind $(python3 -c "print(round(($after - $before) / $phase, 3))")" >>"$work/cost.txt"
+  done
+  cost_line=$(cat "$work/cost.txt" | tr '\n' ' ')
+fi
+
+# Clean links: four viewers for CLEAN_MINUTES, no moves and no dropped pictures expected.
+if [ "$clean_minutes" -gt 0 ]; then
+  shape 100000
+  for index in 1 2 3 4; do
+    inside python3 Tests/Peers/chromium-whep-check.py "http://127.0.0.1:$http/play/live/edge_1" $((clean_minutes * 60)) 0 \
+      >"$work/clean-$index.jsonl" 2>/dev/null &
+  done
+  wait
+fi
+
+python3 - "$work" "$count" "$seconds" "$cost_line" <<'PY'
+import json, math, os, re, sys, datetime
+work, count, seconds, cost = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+links = json.load(open(f"{work}/links.json"))
+text = open(f"{work}/oracle.jsonl").read().strip()
+oracle = json.loads(text) if text else []
+oracle = oracle if isinstance(oracle, list) else [oracle]
+by_trace = {o["trace"].rsplit("/", 1)[-1].removesuffix(".json"): o for o in oracle}
+moves, latency = [], []
+for line in open(f"{work}/serve.log", errors="replace"):
+    if "moves to another level" in line and "abr.webrtc" in line:
+        stamp = datetime.datetime.fromisoformat(line.split()[0]).timestamp()
+        moves.append((stamp, int(re.search(r"from=(\d+)", line).group(1)), int(re.search(r"to=(\d+)", line).group(1))))
+def rows(path):
+    return [json.loads(l) for l in open(path) if l.startswith("{") and '"t"' in l and "decoded" not in l]
+print("| link | delivered | oracle (3 s) | delivered/oracle | frozen s | beyond starved | starved s | switches | down / up decided after (±0.5 s) | dropped pictures | PLIs | first picture after the POST | behind the node, p50 / p95 |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+for index, link in enumerate(links):
+    path = f"{work}/chromium-{index}.jsonl"
+    if not os.path.exists(path) or not os.path.exists(f"{work}/began-{index}.txt"):
+        print(f"| {link['name']} | no run |")
+        continue
+    samples = rows(path)
+    began = float(open(f"{work}/began-{index}.txt").read())
+    changes = [(int(a), int(b), float(c)) for a, b, c in (l.split() for l in open(f"{work}/changes-{index}.txt"))]
+    playing = [s for s in samples if s.get("framesDecoded", 0) > 0]
+    if len(playing) < 2:
+        print(f"| {link['name']} | nothing decoded |")
+        continue
+    # The window: from the first change (the link's first second) for as many seconds as the link has.
+    first = playing[0]
+    inside = [s for s in playing if s["t"] >= first["t"]]
+    span = max(0.5, inside[-1]["t"] - inside[0]["t"])
+    delivered = (inside[-1]["bytesReceived"] - inside[0]["bytesReceived"]) * 8 / span / 1000
+    frozen = inside[-1].get("totalFreezesDuration", 0) - inside[0].get("totalFreezesDuration", 0)
+    dropped = inside[-1].get("framesDropped", 0)
+    plis = inside[-1].get("pliCount", 0)
+    lags = sorted(s["playoutLagMs"] for s in inside if s.get("playoutLagMs") is not None)
+    lag = f"{lags[len(lags) // 2]:.0f} / {lags[int(len(lags) * 0.95)]:.0f} ms" if lags else "–"
+    end = changes[-1][2] + (len(link["rates"]) - changes[-1][0]) if changes else began + seconds
+    mine = [m for m in moves if began - 1 <= m[0] <= end]
+    reactions = []
+    for (at, rate, wall), following in zip(changes[1:], changes[2:] + [(None, None, float("inf"))]):
+        # The log stamps whole seconds: a move in the change's own second counts, half a second in.
+        moved = [m for m in mine if math.floor(wall) <= m[0] < following[2]]
+        down = rate < changes[changes.index((at, rate, wall)) - 1][1]
+        fitting = [m for m in moved if (m[2] > m[1]) == down]
+        reactions.append(f"{'down' if down else 'up'} {rate} k: {max(0.0, fitting[0][0] + 0.5 - wall):.1f} s" if fitting
+                         else f"{'down' if down else 'up'} {rate} k: none")
+    o = by_trace.get(link["name"], {})
+    starved = o.get("starvedSeconds", 0)
+    share = f"{delivered / o['oracleKbps']:.0%}" if o.get("oracleKbps") else "–"
+    reaction = "; ".join(reactions) if link["name"] == "step" else "–"
+    if link["name"] == "step" and len(changes) > 1:
+        wide = sorted(s["playoutLagMs"] for s in inside if s.get("playoutLagMs") is not None and s.get("wall", 0) < changes[1][2])
+        if wide:
+            latency.append(f"publisher to picture on the wide link (the step's first {changes[1][0]} s): "
+                           f"median {wide[len(wide) // 2]:.0f} ms, worst {wide[-1]:.0f} ms")
+    first_picture = first.get("firstDecodedAfterPost")
+    print(f"| {link['name']} | {delivered:.0f} kbit/s | {o.get('oracleKbps', '–')} | {share} | {frozen:.1f} | {max(0, frozen - starved):.1f} | {starved:.0f} | "
+          f"{len(mine)} | {reaction} | {dropped} | {plis} | {f'{first_picture:.2f} s' if first_picture else '–'} | {lag} |")
+for line in latency:
+    print(f"\n{line} (the video's estimatedPlayoutTimestamp in the sender's NTP time, which the node's sender reports set to when it had each picture, against the browser's clock on the same machine)")
+if cost:
+    parts = dict(zip(cost.split()[0::2], map(float, cost.split()[1::2])))
+    if "webrtc" in parts and "rtsp" in parts and parts["rtsp"] > 0:
+        print(f"\nCost: the node's cores with N viewers of the top: WebRTC {parts['webrtc']:.2f}, RTSP/TCP {parts['rtsp']:.2f} "
+              f"(ladder encoding included in both): WebRTC/RTSP = {parts['webrtc'] / parts['rtsp']:.2f}")
+clean = [f"{work}/clean-{i}.jsonl" for i in range(1, 5) if os.path.exists(f"{work}/clean-{i}.jsonl")]
+if clean:
+    finals = [rows(p)[-1] for p in clean if rows(p)]
+    print(f"\nClean links, {len(finals)} viewers: dropped pictures {[f.get('framesDropped', 0) for f in finals]}, "
+          f"frozen s {[round(f.get('totalFreezesDuration', 0), 1) for f in finals]}, widths {[f.get('frameWidth') for f in finals]}, "
+          f"node moves of WebRTC viewers in the log: {sum(1 for m in moves)} (all links)")
+PY
