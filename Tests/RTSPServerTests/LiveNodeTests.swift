@@ -91,10 +91,10 @@ final class ScratchFolder {
 /// A node with an x264 clip (`ScratchFolder.x264Clip`) published to the top of its ladder, once
 /// its top and lowest variant play.
 func publishClip(rate: Int, seconds: Int, bitRate: String, variableRate: Bool = false,
-                 grace: Double) throws -> (ScratchFolder, LiveTestNode, FFmpegPublisher) {
+                 grace: Double, provision: String = "sm2-3-level.json") throws -> (ScratchFolder, LiveTestNode, FFmpegPublisher) {
     let work = try ScratchFolder("clip")
     let source = try work.x264Clip(rate: rate, seconds: seconds, bitRate: bitRate, variableRate: variableRate)
-    let node = try LiveTestNode(grace: grace)
+    let node = try LiveTestNode(grace: grace, provision: provision)
     let publisher = try FFmpegPublisher(url: node.publishURL("live/stream1_1"), transport: "tcp", seconds: seconds, input: source)
     try #require(node.waitUntilPlayable(["live/stream1_1", "live/stream1_3"]), "\(publisher.errorText)")
     return (work, node, publisher)
@@ -306,6 +306,9 @@ func probePackets(_ url: String, transport: String = "tcp", seconds: Int) throws
     /// variant's segments must still start on the same picture.
     @Test func aBFramePublisherPassesThroughCleanlyAndStaysAligned() throws {
         let (work, node, publisher) = try publishClip(rate: 30, seconds: 8, bitRate: "2000k", grace: 2)
+        // WebRTC cannot carry the passed-through top's B-frames in order; the encoded rungs have none.
+        #expect(node.registry.existingStream("live/stream1_1")?.webRTCRefusal?.contains("B-frames") == true)
+        #expect(node.registry.existingStream("live/stream1_2")?.webRTCRefusal == nil)
         #expect(waitForExit(publisher.process, timeout: 30))
         let job = try #require(node.node.job("live/stream1"))
         #expect(job.waitUntilEnded(timeout: 20))
@@ -323,6 +326,20 @@ func probePackets(_ url: String, transport: String = "tcp", seconds: Int) throws
         try whole.write(to: file)
         let decoded = try runProcess("ffmpeg", ["-hide_banner", "-v", "error", "-i", file.path, "-f", "null", "-"])
         #expect(decoded.status == 0 && decoded.stderr.isEmpty, "the top does not decode cleanly: \(decoded.stderr.prefix(300))")
+    }
+
+    /// The same publisher, provisioned with `"playback": {"webrtcSafe": true}`: its top is
+    /// encoded instead of passed through, so every rung can go to a browser over WebRTC.
+    @Test func aWebRTCSafeProvisionEncodesABFrameTop() throws {
+        let (work, node, publisher) = try publishClip(rate: 30, seconds: 6, bitRate: "2000k", grace: 1,
+                                                      provision: "sm2-3-level-webrtc-safe.json")
+        let job = try #require(node.node.job("live/stream1"))
+        #expect(job.status.variants.first?.passthrough == false)
+        for level in 1...3 {
+            #expect(node.registry.existingStream("live/stream1_\(level)")?.webRTCRefusal == nil, "level \(level)")
+        }
+        #expect(waitForExit(publisher.process, timeout: 30))
+        withExtendedLifetime(work) {}
     }
 
     /// A variable-rate publisher: the picture before each keyframe is missing, so the gap into
