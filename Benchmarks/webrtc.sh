@@ -124,23 +124,38 @@ if ls "$work"/windows/*.json >/dev/null 2>&1; then
 fi
 
 # The cost: N aiortc viewers of the top (their decoders left out: the node's cost is what is
-# measured, and N decoders would take the machine from it), then N RTSP/TCP players of the top.
-cpu_seconds() { awk '{print ($14 + $15) / 100}' "/proc/$node_pid/stat"; }
+# measured, and N decoders would take the machine from it), then N RTSP/TCP players of the top,
+# after a phase with no viewers (the ladder's encoding alone). Each phase: the whole node's cores,
+# and its event-loop threads' (NIO-ELT: RTSP's and WebRTC's, where packets are sealed, paced and
+# sent), which the encoders' own variation does not blur.
+hz=$(getconf CLK_TCK)
+node_ticks() { awk '{print $14 + $15}' "/proc/$node_pid/stat"; }
+loop_ticks() {
+  local total=0
+  for task in /proc/$node_pid/task/*; do
+    grep -q '^NIO-ELT' "$task/comm" 2>/dev/null || continue
+    total=$((total + $(awk '{print $14 + $15}' "$task/stat")))
+  done
+  echo "$total"
+}
 cost_line=""
 if [ "$viewers" -gt 0 ]; then
   shape 100000
-  for kind in webrtc rtsp; do
-    inside "$python" Benchmarks/webrtc-cost-viewers.py "$kind" "$viewers" $((phase + 10)) \
-      "http://127.0.0.1:$http/whep/live/edge_1?abr=off" "rtsp://127.0.0.1:$rtsp/live/edge_1" >"$work/cost-$kind.json" 2>"$work/cost-$kind.log" &
-    load=$!
+  for kind in idle webrtc rtsp; do
+    load=
+    if [ "$kind" != idle ]; then
+      inside "$python" Benchmarks/webrtc-cost-viewers.py "$kind" "$viewers" $((phase + 10)) \
+        "http://127.0.0.1:$http/whep/live/edge_1?abr=off" "rtsp://127.0.0.1:$rtsp/live/edge_1" >"$work/cost-$kind.json" 2>"$work/cost-$kind.log" &
+      load=$!
+    fi
     sleep 8  # joined and caught up
-    before=$(cpu_seconds)
+    before=$(node_ticks) loops_before=$(loop_ticks)
     sleep "$phase"
-    after=$(cpu_seconds)
-    wait "$load" || true
-    echo "$kind $(python3 -c "print(round(($after - $before) / $phase, 3))")" >>"$work/cost.txt"
+    after=$(node_ticks) loops_after=$(loop_ticks)
+    [ -z "$load" ] || wait "$load" || true
+    sleep 3
+    cost_line+="$kind $(python3 -c "print(round(($after - $before) / $hz / $phase, 3), round(($loops_after - $loops_before) / $hz / $phase, 3))") "
   done
-  cost_line=$(cat "$work/cost.txt" | tr '\n' ' ')
 fi
 
 # Clean links: four viewers for CLEAN_MINUTES, no moves and no dropped pictures expected.
@@ -217,10 +232,19 @@ for index, link in enumerate(links):
 for line in latency:
     print(f"\n{line} (the video's estimatedPlayoutTimestamp in the sender's NTP time, which the node's sender reports set to when it had each picture, against the browser's clock on the same machine)")
 if cost:
-    parts = dict(zip(cost.split()[0::2], map(float, cost.split()[1::2])))
-    if "webrtc" in parts and "rtsp" in parts and parts["rtsp"] > 0:
-        print(f"\nCost: the node's cores with N viewers of the top: WebRTC {parts['webrtc']:.2f}, RTSP/TCP {parts['rtsp']:.2f} "
-              f"(ladder encoding included in both): WebRTC/RTSP = {parts['webrtc'] / parts['rtsp']:.2f}")
+    words = cost.split()
+    phases = {words[i]: (float(words[i + 1]), float(words[i + 2])) for i in range(0, len(words), 3)}
+    runs = {kind: json.loads(open(f"{work}/cost-{kind}.json").read() or "{}") for kind in ("webrtc", "rtsp")
+            if os.path.exists(f"{work}/cost-{kind}.json")}
+    print("\n| phase | node cores | event-loop cores | viewers playing |")
+    print("| --- | --- | --- | --- |")
+    for kind, (node, loops) in phases.items():
+        run = runs.get(kind, {})
+        print(f"| {kind} | {node:.3f} | {loops:.3f} | {run.get('playing', '–')}/{run.get('viewers', '–')} |")
+    if all(k in phases for k in ("idle", "webrtc", "rtsp")):
+        extra = lambda kind, i: phases[kind][i] - phases["idle"][i]
+        print(f"\nWebRTC over RTSP, beyond the encoding: whole node {extra('webrtc', 0):.3f} / {extra('rtsp', 0):.3f} cores "
+              f"= {extra('webrtc', 0) / max(1e-3, extra('rtsp', 0)):.2f}x; event loops {extra('webrtc', 1):.3f} / {extra('rtsp', 1):.3f} cores")
 clean = [f"{work}/clean-{i}.jsonl" for i in range(1, 5) if os.path.exists(f"{work}/clean-{i}.jsonl")]
 if clean:
     finals = [rows(p)[-1] for p in clean if rows(p)]
