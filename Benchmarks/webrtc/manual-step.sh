@@ -31,3 +31,4 @@ import json
 rows=[json.loads(l) for l in open('/tmp/chrome3.log') if l.startswith('{')]
 print(' '.join(f"{r.get('t',0):.0f}:{r.get('frameWidth',0)}:{r.get('totalFreezesDuration',0):.1f}" for r in rows[::2]))
 PY
+pkill -f "abr-worker serve --host 127.0.0.1 --rtsp-port 18554"; ip netns del t3

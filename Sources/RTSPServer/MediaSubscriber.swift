@@ -204,11 +204,18 @@ final class MediaSubscriber: Sendable {
         case cancel(target: LiveStream?)
     }
 
-    private func route(_ stream: LiveStream, ticks: Int64, isKeyframe: Bool) -> Route {
+    /// - Parameter targetIDR: the switch target's latest IDR (its ticks), read before the lock.
+    private func route(_ stream: LiveStream, ticks: Int64, isKeyframe: Bool, targetIDR: Int64?) -> Route {
         state.withLock { state in
             if stream === state.current {
                 guard state.switchTarget != nil else { return .deliver }
                 guard isKeyframe || state.heldAtKeyframes > 0 else { return .deliver }
+                // The target's IDR for this point of the grid already went by (it runs ahead: a
+                // passed-through top has no encoder's latency, a small rung encodes faster) before
+                // the switch was asked for. Holding this GOP would leave the player with nothing
+                // until the target's next IDR, a keyframe interval later (seen in Chromium: 2 s
+                // frozen moving up to the top). This GOP goes on; the switch takes the next IDR.
+                if isKeyframe, state.heldAtKeyframes == 0, let targetIDR, targetIDR >= ticks { return .deliver }
                 if isKeyframe { state.heldAtKeyframes += 1 }
                 // Two keyframes of the current stream without the target's: stay where it is.
                 guard state.heldAtKeyframes > 2 else { return .drop }
@@ -232,7 +239,9 @@ final class MediaSubscriber: Sendable {
 
     func sendVideo(_ picture: SharedPicture, from stream: LiveStream) {
         guard hasVideo else { return }
-        switch route(stream, ticks: picture.ticks, isKeyframe: picture.isKeyframe) {
+        // Only a keyframe of the current stream asks where the target is (the target's lock, not under ours).
+        let targetIDR = picture.isKeyframe ? state.withLock({ $0.switchTarget }).map { $0.startTicks.video } : nil
+        switch route(stream, ticks: picture.ticks, isKeyframe: picture.isKeyframe, targetIDR: targetIDR) {
         case .deliver:
             break
         case .drop:

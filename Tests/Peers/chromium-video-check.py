@@ -8,7 +8,7 @@ every second it reads each video's currentTime, readyState and error. Prints one
 per sample and a final JSON summary; exits 0 when every video's currentTime advanced by at
 least 2 s, 1 otherwise, 2 when Chromium could not be driven.
 """
-import base64, json, os, re, shutil, socket, struct, subprocess, sys, tempfile, time, urllib.request
+import base64, json, os, re, shutil, signal, socket, struct, subprocess, sys, tempfile, time, urllib.request
 
 def websocket_connect(url):
     match = re.match(r"ws://([^:/]+):(\d+)(/.*)", url)
@@ -84,7 +84,9 @@ class Browser:
             ["chromium", "--headless=new", "--no-sandbox", "--disable-gpu", "--mute-audio", "--no-first-run",
              "--autoplay-policy=no-user-gesture-required", "--remote-debugging-port=0", "--remote-debugging-address=127.0.0.1",
              f"--user-data-dir={self.profile}", *flags, url],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            # Its own process group: closing ends every Chromium process, not only the first.
+            start_new_session=True)
         self.devtools = None
         endpoint = None
         deadline = time.time() + 30
@@ -111,11 +113,16 @@ class Browser:
         return reply.get("result", {}).get("result", {}).get("value")
 
     def close(self):
-        self.process.terminate()
+        group = self.process.pid
         try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
+            os.killpg(group, signal.SIGTERM)
+            self.process.wait(timeout=3)
+        except (subprocess.TimeoutExpired, ProcessLookupError):
+            pass
+        try:
+            os.killpg(group, signal.SIGKILL)  # what did not end on SIGTERM (renderers, crashpad)
+        except ProcessLookupError:
+            pass
         shutil.rmtree(self.profile, ignore_errors=True)
 
 def main():

@@ -20,7 +20,10 @@ after that the picture plays (playoutLagMs).
 Lip sync: each inbound-rtp's estimatedPlayoutTimestamp is the sender's NTP time (from its RTCP
 sender reports) of what plays now, so audio's minus video's is how far apart they play.
 """
-import importlib.util, json, os, sys, time
+import importlib.util, json, os, signal, sys, time
+
+# A test or benchmark that stops this script with SIGTERM gets Chromium closed too (`finally`).
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
 here = os.path.dirname(os.path.abspath(__file__))
 spec = importlib.util.spec_from_file_location("chromium_video_check", os.path.join(here, "chromium-video-check.py"))

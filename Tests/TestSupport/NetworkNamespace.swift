@@ -30,6 +30,11 @@ public final class NetworkNamespace: @unchecked Sendable {
     }
 
     deinit {
+        // Whatever still runs inside (a browser's helpers outlive the script that started them)
+        // would run on, unseen, once the namespace is gone.
+        if let pids = try? runProcess("/usr/sbin/ip", ["netns", "pids", name], timeout: 10) {
+            for pid in pids.stdout.split(whereSeparator: \.isNewline).compactMap({ Int32($0) }) { kill(pid, SIGKILL) }
+        }
         try? Self.ip(["netns", "del", name])
     }
 
