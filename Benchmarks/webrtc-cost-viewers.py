@@ -11,7 +11,7 @@ Baseline, so the node sends it the passed-through High top, as it would a browse
 
 rtsp: N RTSP/TCP players (SETUP interleaved, PLAY) that read and discard, one thread each.
 
-Prints a JSON line with how many viewers got media and the bytes they received.
+Prints a JSON line with how many viewers got video, and the bytes (RTSP) or packets (WebRTC) they received.
 """
 import asyncio, json, os, sys, threading, time, urllib.request
 
@@ -57,7 +57,7 @@ async def run_webrtc():
         RTCRtpCodecParameters(mimeType="video/H264", clockRate=90000, payloadType=103,
                               rtcpFeedback=[RTCRtcpFeedback(type="nack"), RTCRtcpFeedback(type="nack", parameter="pli"),
                                             RTCRtcpFeedback(type="goog-remb")],
-                              parameters={"level-asymmetry-allowed": "1", "packetization-mode": "1", "profile-level-id": "640c1f"}),
+                              parameters={"level-asymmetry-allowed": "1", "packetization-mode": "1", "profile-level-id": "64001f"}),
         RTCRtpCodecParameters(mimeType="video/rtx", clockRate=90000, payloadType=104, parameters={"apt": 103}),
     ]
     received = [0] * count
@@ -94,10 +94,10 @@ async def run_webrtc():
     for pc in peers:
         for receiver in pc.getReceivers():
             stats = await receiver.getStats()
-            got = sum(getattr(s, "bytesReceived", 0) or 0 for s in stats.values() if s.type == "inbound-rtp")
+            got = sum(getattr(s, "packetsReceived", 0) or 0 for s in stats.values() if s.type == "inbound-rtp")
             total += got
             playing += 1 if got > 0 and receiver.track.kind == "video" else 0
-    print(json.dumps({"kind": "webrtc", "viewers": count, "playing": playing, "bytes": total}))
+    print(json.dumps({"kind": "webrtc", "viewers": count, "playing": playing, "packets": total}))
     await asyncio.gather(*(pc.close() for pc in peers), return_exceptions=True)
 
 

@@ -293,9 +293,11 @@ final class MediaSubscriber: Sendable {
             outputTicks = ticks
             state.lastSentTicks = sourceTicks
             state.highestSentTicks = max(state.highestSentTicks ?? sourceTicks, sourceTicks)
-            // The timeline's NTP is when the node had each picture (a GOP cached seconds ago maps
-            // to then), so sender reports give players the pictures' real capture times.
-            if state.epoch == nil { state.epoch = picture.writtenAt - Double(ticks) / 90000 }
+            // The timeline's NTP is when the node had each picture, so sender reports give players
+            // the pictures' real capture times. Fixed at the first picture sent live: the cached
+            // GOP goes out faster than real time on a compressed timeline (`PlayerTimeline`), and
+            // an epoch taken from it would date every later picture early by what catching up saved.
+            if state.epoch == nil, !state.timeline.isCatchingUp { state.epoch = picture.writtenAt - Double(ticks) / 90000 }
             let packets = state.video.packets(picture.payloads, timestamp: state.videoBase &+ UInt32(truncatingIfNeeded: ticks))
             state.videoPackets &+= UInt32(packets.count)
             state.videoOctets &+= UInt32(truncatingIfNeeded: picture.bytes)
