@@ -30,6 +30,10 @@ viewers=${VIEWERS:-20}
 phase=${PHASE_SECONDS:-30}
 clean_minutes=${CLEAN_MINUTES:-0}
 work=Benchmarks/work/webrtc
+# One run at a time: a second one would write its links' logs into the same folder.
+mkdir -p Benchmarks/work
+exec 9>Benchmarks/work/webrtc.lock
+flock -n 9 || { echo "webrtc.sh: another run is under way (Benchmarks/work/webrtc.lock)" >&2; exit 1; }
 rm -rf "$work"
 mkdir -p "$work/windows"
 worker=$(realpath "$(benchmark_worker)")
