@@ -165,11 +165,15 @@ fi
 # Clean links: four viewers for CLEAN_MINUTES, no moves and no dropped pictures expected.
 if [ "$clean_minutes" -gt 0 ]; then
   shape 100000
+  clean_viewers=()
   for index in 1 2 3 4; do
     inside python3 Tests/Peers/chromium-whep-check.py "http://127.0.0.1:$http/play/live/edge_1" $((clean_minutes * 60)) 0 \
       >"$work/clean-$index.jsonl" 2>/dev/null &
+    clean_viewers+=($!)
   done
-  wait
+  moves_before=$(grep -c "moves to another level" "$work/serve.log" || true)
+  wait "${clean_viewers[@]}"  # the viewers only: the node and the publisher run on
+  echo "$moves_before $(grep -c "moves to another level" "$work/serve.log" || true)" >"$work/clean-moves.txt"
 fi
 
 python3 - "$work" "$count" "$seconds" "$cost_line" <<'PY'
@@ -254,5 +258,6 @@ if clean:
     finals = [rows(p)[-1] for p in clean if rows(p)]
     print(f"\nClean links, {len(finals)} viewers: dropped pictures {[f.get('framesDropped', 0) for f in finals]}, "
           f"frozen s {[round(f.get('totalFreezesDuration', 0), 1) for f in finals]}, widths {[f.get('frameWidth') for f in finals]}, "
-          f"node moves of WebRTC viewers in the log: {sum(1 for m in moves)} (all links)")
+          f"packets lost {[f.get('packetsLost', 0) for f in finals]}, moves while they played: "
+          f"{(lambda a, b: b - a)(*map(int, open(f'{work}/clean-moves.txt').read().split())) if os.path.exists(f'{work}/clean-moves.txt') else '?'}")
 PY
