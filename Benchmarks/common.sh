@@ -36,3 +36,17 @@ edge_ladder_provision() { # path
   {"streamGuid": "live/edge_4", "abrLevel": 4, "videoParams": {"videoBitRate": 250000, "videoWidth": 426, "videoHeight": 240}}]}]
 JSON
 }
+
+# A process's CPU ticks (user + system; divide by `getconf CLK_TCK`), and those of its event-loop
+# threads alone (SwiftNIO names them NIO-ELT-<group>-#<n>; HTTP's are NIO-SGLTN).
+process_ticks() { # pid
+  awk '{print $14 + $15}' "/proc/$1/stat"
+}
+event_loop_ticks() { # pid
+  local total=0
+  for task in /proc/$1/task/*; do
+    grep -q '^NIO-ELT' "$task/comm" 2>/dev/null || continue
+    total=$((total + $(awk '{print $14 + $15}' "$task/stat")))
+  done
+  echo "$total"
+}

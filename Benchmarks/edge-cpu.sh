@@ -40,16 +40,8 @@ ffmpeg -hide_banner -loglevel error -re -stream_loop -1 -i "$clip" -c copy -f rt
 sleep 15  # every rung encoding
 
 hz=$(getconf CLK_TCK)
-node_ticks() { awk '{print $14 + $15}' "/proc/$node/stat"; }
-# The event-loop threads' ticks (SwiftNIO names them NIO-ELT-<group>-#<n>; HTTP's are NIO-SGLTN).
-loop_ticks() {
-  local total=0
-  for task in /proc/$node/task/*; do
-    grep -q '^NIO-ELT' "$task/comm" 2>/dev/null || continue
-    total=$((total + $(awk '{print $14 + $15}' "$task/stat")))
-  done
-  echo "$total"
-}
+node_ticks() { process_ticks "$node"; }
+loop_ticks() { event_loop_ticks "$node"; }
 # Cores the node used over `seconds`, starting after `warmup` (players, if any, run meanwhile).
 measure() { # mode
   local mode=$1 players_pid=

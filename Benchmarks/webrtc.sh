@@ -133,15 +133,8 @@ fi
 # and its event-loop threads' (NIO-ELT: RTSP's and WebRTC's, where packets are sealed, paced and
 # sent), which the encoders' own variation does not blur.
 hz=$(getconf CLK_TCK)
-node_ticks() { awk '{print $14 + $15}' "/proc/$node_pid/stat"; }
-loop_ticks() {
-  local total=0
-  for task in /proc/$node_pid/task/*; do
-    grep -q '^NIO-ELT' "$task/comm" 2>/dev/null || continue
-    total=$((total + $(awk '{print $14 + $15}' "$task/stat")))
-  done
-  echo "$total"
-}
+node_ticks() { process_ticks "$node_pid"; }
+loop_ticks() { event_loop_ticks "$node_pid"; }
 cost_line=""
 if [ "$viewers" -gt 0 ]; then
   shape 100000

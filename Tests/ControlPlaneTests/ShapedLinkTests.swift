@@ -9,6 +9,17 @@ import TestSupport
 /// Each must end up on the rung its link carries, decode without an error (TCP), and the moves
 /// must show in the job view, the events and the metrics.
 @Suite(.serialized) struct ShapedLinkTests {
+    /// The ladder the steps fall clearly between, for RTSP players here and WebRTC viewers in
+    /// `WHEPShapedStepTests`: the top as published (about 1.7 Mbit/s with audio), 480p at 800 kbit/s
+    /// (about 0.95 Mbit/s with audio) and 360p at 300 kbit/s.
+    static let stepLadder = """
+        [{"streamGuid": "live/stream1", "messageType": "ProvisionCommand", "credentials": {"username": "user", "password": "pass"},
+          "streams": [
+            {"streamGuid": "live/stream1_1", "abrLevel": 1, "videoParams": {"videoBitRate": 1600000, "videoWidth": 1280, "videoHeight": 720}},
+            {"streamGuid": "live/stream1_2", "abrLevel": 2, "videoParams": {"videoBitRate": 800000, "videoWidth": 854, "videoHeight": 480}},
+            {"streamGuid": "live/stream1_3", "abrLevel": 3, "videoParams": {"videoBitRate": 300000, "videoWidth": 640, "videoHeight": 360}}]}]
+        """
+
     /// A process inside the namespace, its standard error kept in a file.
     final class Background: @unchecked Sendable {
         let process = Process()
@@ -67,16 +78,8 @@ import TestSupport
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
         let rtpPort = 50000
-        // Rungs the steps fall clearly between: the top as published (about 1.7 Mbit/s with audio),
-        // 480p at 800 kbit/s (about 0.95 Mbit/s with audio) and 360p at 300 kbit/s.
         let provision = folder.appendingPathComponent("provision.json")
-        try Data("""
-            [{"streamGuid": "live/stream1", "messageType": "ProvisionCommand", "credentials": {"username": "user", "password": "pass"},
-              "streams": [
-                {"streamGuid": "live/stream1_1", "abrLevel": 1, "videoParams": {"videoBitRate": 1600000, "videoWidth": 1280, "videoHeight": 720}},
-                {"streamGuid": "live/stream1_2", "abrLevel": 2, "videoParams": {"videoBitRate": 800000, "videoWidth": 854, "videoHeight": 480}},
-                {"streamGuid": "live/stream1_3", "abrLevel": 3, "videoParams": {"videoBitRate": 300000, "videoWidth": 640, "videoHeight": 360}}]}]
-            """.utf8).write(to: provision)
+        try Data(Self.stepLadder.utf8).write(to: provision)
         let node = try ServeProcess(dataDirectory: folder.appendingPathComponent("data"),
                                     arguments: ["--rtp-port", String(rtpPort), "--provision", provision.path],
                                     launcher: namespace.launcher)

@@ -22,13 +22,7 @@ import TestSupport
         defer { try? FileManager.default.removeItem(at: folder) }
         // The rungs the steps fall between (ShapedLinkTests' ladder): about 1.7, 0.95 and 0.4 Mbit/s with audio.
         let provision = folder.appendingPathComponent("provision.json")
-        try Data("""
-            [{"streamGuid": "live/stream1", "messageType": "ProvisionCommand", "credentials": {"username": "user", "password": "pass"},
-              "streams": [
-                {"streamGuid": "live/stream1_1", "abrLevel": 1, "videoParams": {"videoBitRate": 1600000, "videoWidth": 1280, "videoHeight": 720}},
-                {"streamGuid": "live/stream1_2", "abrLevel": 2, "videoParams": {"videoBitRate": 800000, "videoWidth": 854, "videoHeight": 480}},
-                {"streamGuid": "live/stream1_3", "abrLevel": 3, "videoParams": {"videoBitRate": 300000, "videoWidth": 640, "videoHeight": 360}}]}]
-            """.utf8).write(to: provision)
+        try Data(ShapedLinkTests.stepLadder.utf8).write(to: provision)
         let node = try ServeProcess(dataDirectory: folder.appendingPathComponent("data"),
                                     arguments: ["--provision", provision.path, "--publish-loop", fixture("720p30-h264-aac.mp4")],
                                     environment: ServeTests.credentials, launcher: namespace.launcher)
