@@ -194,6 +194,7 @@ final class PlayerAdaptation: Sendable {
                 // so probes may come closer together: a link that opens is found sooner.
                 state.policy!.probeDuration = 4
                 state.policy!.maximumProbeHold = 6
+                state.policy!.probeJudgedWhenFull = true
             }
             let wasProbing = state.policy!.isProbing
             let decision = state.policy!.observe(sample)

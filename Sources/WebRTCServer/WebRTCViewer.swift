@@ -354,15 +354,25 @@ public final class WebRTCViewer: Sendable {
         return protected
     }
 
-    /// A probe's padding: RTP packets of padding only (RFC 3550 §5.1, at most 255 bytes each) on
-    /// the retransmission SSRC, which browsers count in transport-wide feedback and discard.
-    /// Without RTX negotiated there is no stream to carry them, and no probe.
+    /// A probe's padding, on the retransmission SSRC, which browsers count in transport-wide
+    /// feedback and discard: retransmissions of media already sent (full-size packets, as
+    /// libwebrtc pads; see `RetransmissionHistory.recent`), else, before any media, RTP packets
+    /// of padding only (RFC 3550 §5.1, at most 255 bytes each). Without RTX negotiated there is
+    /// no stream to carry them, and no probe.
     func sendPadding(bytes: Int) {
         guard let rtxType = answer.retransmissionPayloadType, let extensionID = answer.transportSequenceExtension else { return }
         let packets: [MediaPacer.Item] = state.withLock { state in
             guard state.outbound != nil, state.peer != nil, !state.ended else { return [] }
             var packets: [MediaPacer.Item] = []
-            var left = bytes
+            for original in state.history.recent(bytes: bytes) {
+                state.retransmissionSequence &+= 1
+                let packet = RetransmissionHistory.retransmission(of: original, payloadType: rtxType, ssrc: plan.retransmissionSSRC,
+                                                                  sequence: state.retransmissionSequence)
+                packets.append(.init(bytes: Self.serialize(packet, payloadType: rtxType, ssrc: plan.retransmissionSSRC,
+                                                           transportSequence: (extensionID, 0)),
+                                     carriesTransportSequence: true))
+            }
+            var left = packets.isEmpty ? bytes : 0
             while left > 0, packets.count < 2000 {
                 state.retransmissionSequence &+= 1
                 let padding = min(255, max(1, left))

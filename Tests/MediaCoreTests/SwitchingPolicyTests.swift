@@ -139,6 +139,64 @@ import Testing
         #expect(time - aftermath <= policy.probeAftermath)
     }
 
+    /// A probe that fills the link (its queue builds, nothing is lost) has measured the link: where
+    /// the policy is told to (transport-wide feedback), what the link delivered while full moves
+    /// the player up when it covers the next rung's threshold, and only then. Without it, a link
+    /// that carries the next rung but not the probe's quarter more never lets a probe succeed.
+    @Test func aProbeThatFillsTheLinkIsJudgedOnWhatItCarried() {
+        func probeOn(linkCarrying capacity: Double, judgedWhenFull: Bool) -> SwitchingPolicy.Decision {
+            var policy = SwitchingPolicy(rungs: Self.rungs, startingAt: 3)
+            policy.probeJudgedWhenFull = judgedWhenFull
+            var time = 0.0
+            var decision = SwitchingPolicy.Decision.stay
+            while time < 30, case .stay = decision {
+                time += 0.25
+                decision = policy.observe(.init(time: time, estimate: 520_000, appLimited: true, received: 520_000))
+            }
+            guard case .probe = decision else { return decision }
+            // The probe ramps up; from its second second the link is full and its queue builds.
+            for step in 1...12 {
+                time += 0.25
+                let full = step > 4
+                decision = policy.observe(.init(time: time, estimate: full ? capacity : 900_000, appLimited: !full,
+                                                backlogSeconds: full ? 0.1 * Double(step - 4) : 0, received: 700_000))
+                if case .stay = decision { continue }
+                return decision
+            }
+            return decision
+        }
+        let threshold = Double(Self.rungs[1].upswitchAbove)
+        guard case .switchTo(2, false, let reason) = probeOn(linkCarrying: threshold * 1.08, judgedWhenFull: true) else {
+            Issue.record("expected a move up on a full link carrying the threshold")
+            return
+        }
+        #expect(reason.contains("filled the link"))
+        #expect(probeOn(linkCarrying: threshold * 0.95, judgedWhenFull: true) == .stay)
+        #expect(probeOn(linkCarrying: threshold * 1.08, judgedWhenFull: false) == .stay)
+    }
+
+    /// A new player's first seconds are the cached GOP sent faster than live: loss then is the
+    /// catch-up's, and moves no one; loss that goes on past it does.
+    @Test func lossDuringTheCatchUpIsNotTheRungs() {
+        var policy = SwitchingPolicy(rungs: Self.rungs, startingAt: 1)
+        var time = 10.0
+        var decision = SwitchingPolicy.Decision.stay
+        while time < 10 + policy.catchUpAftermath - 0.2 {
+            time += 0.2
+            decision = policy.observe(.init(time: time, estimate: 2_400_000, appLimited: true, lossFraction: 0.4, backlogSeconds: 0.05))
+            #expect(decision == .stay)
+        }
+        while time < 15, case .stay = decision {
+            time += 0.2
+            decision = policy.observe(.init(time: time, estimate: 2_400_000, appLimited: true, lossFraction: 0.4, backlogSeconds: 0.05))
+        }
+        guard case .switchTo(2, _, _) = decision else {
+            Issue.record("expected loss past the catch-up to move the player down, got \(decision)")
+            return
+        }
+        #expect(time <= 10 + policy.catchUpAftermath + 0.5)
+    }
+
     /// App-limited samples (the sender had no more to send) say the link carries at least the
     /// rung's rate: however low they are, they move no one down.
     @Test func appLimitedSamplesNeverMoveAPlayerDown() {

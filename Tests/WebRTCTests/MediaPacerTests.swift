@@ -70,6 +70,23 @@ import Testing
         #expect(history.resend(Array(0...65535).map { UInt16($0) }).count == RetransmissionHistory.maximumPerRequest)
     }
 
+    /// A probe pads with media already sent, newest first, so its packets are full-size ones: a
+    /// queue counted in packets fills no faster with the probe than with the media.
+    @Test func aProbePadsWithTheNewestPacketsAndLeavesTheirResendsAlone() {
+        var history = RetransmissionHistory()
+        #expect(history.recent(bytes: 5000).isEmpty)
+        for sequence in UInt16(65530)...UInt16(65535) { history.keep(Self.packet(sequence)) }
+        for sequence in UInt16(0)...UInt16(3) { history.keep(Self.packet(sequence)) }
+        // 3 bytes of payload plus the header each (17): 40 bytes are three packets, newest first.
+        #expect(history.recent(bytes: 40).map(\.sequenceNumber) == [3, 2, 1])
+        // More than the history holds: the held packets again, in the same order, and never unbounded.
+        let many = history.recent(bytes: 17 * 25).map(\.sequenceNumber)
+        #expect(many.count == 25 && many[10] == 3 && many[9] == 65530)
+        #expect(history.recent(bytes: 1 << 30).count == 2000)
+        // Padding is not a resend: a NACK still gets each packet twice.
+        #expect(history.resend([3]).count == 1 && history.resend([3]).count == 1 && history.resend([3]).isEmpty)
+    }
+
     @Test func aRetransmissionCarriesTheOriginalSequenceFirst() {
         let original = Self.packet(0xABCD)
         let rtx = RetransmissionHistory.retransmission(of: original, payloadType: 97, ssrc: 7, sequence: 12)
