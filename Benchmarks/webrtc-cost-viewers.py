@@ -26,7 +26,8 @@ def run_rtsp():
 
     def player(index):
         try:
-            sock, _, buffer = start_session(rtsp_url, ("127.0.0.1", 0))
+            # Each from its own loopback address: the node lets one address hold 32 RTSP sessions.
+            sock, _, buffer = start_session(rtsp_url, (f"127.0.1.{index % 250 + 1}", 0))
             received[index] += len(buffer)
             sock.settimeout(2)
             while time.time() < end:
@@ -35,8 +36,8 @@ def run_rtsp():
                     break
                 received[index] += len(chunk)
             sock.close()
-        except OSError:
-            pass
+        except (OSError, AttributeError) as error:  # AttributeError: a refusal has no Session header
+            print(f"rtsp player {index}: {error}", file=sys.stderr)
 
     threads = [threading.Thread(target=player, args=(i,), daemon=True) for i in range(count)]
     for thread in threads:
