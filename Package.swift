@@ -140,6 +140,10 @@ let package = Package(
             dependencies: [
                 "LiveNode", "RTSPServer", "RTSP", "Transcoder", "MediaCore", "Store", "PlaybackAccess", "WebRTCServer",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                // HTTPS with HTTP/2 (Low-Latency HLS players ask for it) when the node has a certificate.
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdHTTP2", package: "hummingbird"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "JWTKit", package: "jwt-kit"),
@@ -166,6 +170,7 @@ let package = Package(
             name: "NodeApp",
             dependencies: [
                 "Transcoder", "MediaCore", "RTSPServer", "RTMPServer", "SRTServer", "WebRTCServer", "LiveNode", "ControlPlane", "Store", "CAllocator",
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),

@@ -48,6 +48,8 @@ public final class ControlPlane: Sendable {
     /// Signed playback: mints tokens and checks them for RTSP, HLS and WHEP viewers.
     public let playback: PlaybackAuthority
     public let hlsFiles: HLSFiles
+    /// Live rungs' Low-Latency playlists, where blocked reloads wait (the writers publish there).
+    public let livePlaylists = LivePlaylists.shared
     public let httpConnections: HTTPConnectionLimiter
     /// Failed logins per address: 10 at once, then one every 3 s.
     let loginThrottle = AddressThrottle(burst: 10, interval: 3)

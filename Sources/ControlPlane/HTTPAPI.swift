@@ -1,6 +1,9 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import HummingbirdCore
+import HummingbirdHTTP2
+import NIOSSL
 import PlaybackAccess
 import RTSP
 import Logging
@@ -233,6 +236,7 @@ public enum HTTPAPI {
             // Access first: a signed ladder says nothing, not even which files exist, without a token.
             let access = hlsAccess(plane, path: String(raw.dropFirst(prefix.count)).removingPercentEncoding ?? "", request: request, context: context)
             if case let .refused(response) = access { return response }
+            if let answer = await lowLatencyHLS(plane, rawPath: raw.dropFirst(prefix.count), request: request, access: access) { return answer }
             guard let file = plane.hlsFiles.resolve(rawPath: raw.dropFirst(prefix.count)), let data = try? Data(contentsOf: file.url) else { return error(.notFound, "no such HLS file") }
             var body = ByteBuffer(bytes: data)
             if case let .carry(token) = access, !token.isEmpty, file.url.pathExtension == "m3u8" {
@@ -243,16 +247,46 @@ public enum HTTPAPI {
         return router
     }
 
-    /// The HTTP server as a lifecycle service.
-    public static func makeApplication(_ plane: ControlPlane, host: String, port: Int,
-                                       onListening: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
+    /// The HTTP server as a lifecycle service: plain HTTP/1.1, or with `tls` HTTPS offering
+    /// HTTP/2 and HTTP/1.1 (ALPN). Over HTTP/2 each request is a stream, and each stream counts
+    /// against the connection limits as a connection does over HTTP/1.1, so requests held by a
+    /// blocking playlist reload are bounded the same way whichever version the player speaks.
+    public static func makeApplication(_ plane: ControlPlane, host: String, port: Int, tls: TLSConfiguration? = nil,
+                                       onListening: @escaping @Sendable (Int) async -> Void = { _ in }) throws -> some ApplicationProtocol {
         let limiter = plane.httpConnections
+        let idle = Duration.seconds(plane.configuration.httpIdleTimeout)
+        let plain = HTTP1Channel.Configuration(additionalChannelHandlers: [HTTPConnectionGuard(limiter: limiter)], idleTimeout: .seconds(plane.configuration.httpIdleTimeout))
+        let server: HTTPServerBuilder = try tls.map { tls in
+            try .http2Upgrade(tlsConfiguration: tls, configuration: .init(idleTimeout: idle, streamConfiguration: plain))
+        } ?? .http1(configuration: plain)
         return Application(router: makeRouter(plane),
-                    server: .http1(configuration: .init(additionalChannelHandlers: [HTTPConnectionGuard(limiter: limiter)],
-                                                        idleTimeout: .seconds(plane.configuration.httpIdleTimeout))),
+                    server: server,
                     configuration: .init(address: .hostname(host, port: port), serverName: "abr-worker"),
                     onServerRunning: { channel in await onListening(channel.localAddress?.port ?? port) },
                     logger: Logger(label: "abr.http"))
+    }
+
+    /// The server's TLS from PEM files: the certificate chain (leaf first) and its private key.
+    /// Throws a sentence naming the file that cannot be used.
+    public static func tlsConfiguration(certificate: String, key: String) throws -> TLSConfiguration {
+        let chain: [NIOSSLCertificate]
+        do {
+            chain = try NIOSSLCertificate.fromPEMFile(certificate)
+        } catch {
+            throw TLSFileProblem(description: "--tls-cert \(certificate): not a readable PEM certificate (\(error))")
+        }
+        guard !chain.isEmpty else { throw TLSFileProblem(description: "--tls-cert \(certificate): no certificate in the file") }
+        let privateKey: NIOSSLPrivateKey
+        do {
+            privateKey = try NIOSSLPrivateKey(file: key, format: .pem)
+        } catch {
+            throw TLSFileProblem(description: "--tls-key \(key): not a readable PEM private key (\(error))")
+        }
+        return .makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(privateKey))
+    }
+
+    public struct TLSFileProblem: Error, CustomStringConvertible {
+        public var description: String
     }
 
     // MARK: Helpers

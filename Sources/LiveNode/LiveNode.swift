@@ -22,6 +22,8 @@ public final class LiveNode: PublishPolicy, Sendable {
         public var maximumStreams = 1024
         public var transcode = TranscodeOptions()
         public var hlsWindow = 6
+        /// Low-Latency HLS on every rung (`--hls-low-latency off` turns it off).
+        public var hlsLowLatency = true
         /// `rtsp://host:port` of an origin every variant is also pushed to.
         public var origin: String?
         /// Asked before a publisher starts or resumes a ladder's job, with whether its top will be
@@ -157,7 +159,7 @@ public final class LiveNode: PublishPolicy, Sendable {
         return LiveLadderJob(
             ladder: ladder, hlsDirectory: HLSLayout(ladderGuid: ladder.streamGuid).liveDirectory(dataDirectory: configuration.dataDirectory),
             options: configuration.transcode, grace: configuration.grace, mediaTimeout: configuration.mediaTimeout,
-            hlsWindow: configuration.hlsWindow, sinks: sinks, logger: logger, loadShedder: configuration.loadShedder, onEvent: onEvent)
+            hlsWindow: configuration.hlsWindow, hlsLowLatency: configuration.hlsLowLatency, sinks: sinks, logger: logger, loadShedder: configuration.loadShedder, onEvent: onEvent)
     }
 
     /// Stops every job and waits for their outputs to be finished (playlists ended, players told

@@ -43,6 +43,16 @@ public struct HLSLayout: Sendable, Equatable {
 
     public static func mediaSegment(_ index: Int) -> String { String(format: "segment_%05d.m4s", index) }
 
+    /// A Low-Latency HLS part of segment `index`: `part_00042_3.m4s`.
+    public static func partialSegment(_ index: Int, part: Int) -> String { String(format: "part_%05d_%d.m4s", index, part) }
+
+    /// Whether `name` is a part's file (`part_00042_3.m4s`), which a request may ask for before it exists.
+    public static func isPartialSegment(_ name: String) -> Bool {
+        guard name.hasPrefix("part_"), name.hasSuffix(".m4s"), name.utf8.count <= 40 else { return false }
+        let middle = name.dropFirst(5).dropLast(4).split(separator: "_", omittingEmptySubsequences: false)
+        return middle.count == 2 && middle.allSatisfy { !$0.isEmpty && $0.count <= 13 && $0.allSatisfy { $0.isASCII && $0.isNumber } }
+    }
+
     /// `init_3.mp4` → 3; nil for any other name (`init.mp4` is 0 but needs no continuation).
     public static func initSegmentIndex(_ name: String) -> Int? { index(of: name, prefix: "init_", suffix: ".mp4") }
 

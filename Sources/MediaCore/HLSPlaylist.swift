@@ -9,12 +9,66 @@ public struct HLSMediaPlaylist: Sendable, Hashable {
         public var discontinuity: Bool
         /// The init segment for this and following segments, when it differs from the playlist's first.
         public var mapURI: String?
-        public init(uri: String, duration: Double, discontinuity: Bool = false, mapURI: String? = nil) {
+        /// Its partial segments (Low-Latency HLS), in order: together they are the segment.
+        public var parts: [Part]
+        public init(uri: String, duration: Double, discontinuity: Bool = false, mapURI: String? = nil, parts: [Part] = []) {
             self.uri = uri
             self.duration = duration
             self.discontinuity = discontinuity
             self.mapURI = mapURI
+            self.parts = parts
         }
+    }
+
+    /// A partial segment (`EXT-X-PART`): a few frames of a segment, its own file.
+    public struct Part: Sendable, Hashable {
+        public var uri: String
+        public var duration: Double
+        /// It starts with an IDR (only a segment's first part, on the keyframe grid).
+        public var independent: Bool
+        public init(uri: String, duration: Double, independent: Bool) {
+            self.uri = uri
+            self.duration = duration
+            self.independent = independent
+        }
+    }
+
+    /// Another rung's latest segment and part (`EXT-X-RENDITION-REPORT`), so a player switching to
+    /// it can ask for its next part at once.
+    public struct RenditionReport: Sendable, Hashable {
+        /// The rung's media playlist, relative to this one (`../stream1_2/index.m3u8`).
+        public var uri: String
+        public var lastMediaSequence: Int
+        public var lastPart: Int
+        public init(uri: String, lastMediaSequence: Int, lastPart: Int) {
+            self.uri = uri
+            self.lastMediaSequence = lastMediaSequence
+            self.lastPart = lastPart
+        }
+    }
+
+    /// What makes a live playlist a Low-Latency one (draft-pantos-hls-rfc8216bis §4.4.3.7–8,
+    /// §4.4.4.9, §4.4.5.2–3).
+    public struct LowLatency: Sendable, Hashable {
+        /// `PART-TARGET`: no part is longer.
+        public var partTarget: Double
+        /// Parts of the segment still being written, after the last complete one.
+        public var openParts: [Part]
+        /// The next part's name (`EXT-X-PRELOAD-HINT`), which a player may ask for before it exists.
+        public var preloadHint: String?
+        public var renditionReports: [RenditionReport]
+        /// Parts are listed for the segments ending within this many target durations of the end
+        /// (the spec's "three target durations"); older segments are listed whole.
+        public static let partsListedForTargetDurations = 3.0
+        public init(partTarget: Double, openParts: [Part] = [], preloadHint: String? = nil, renditionReports: [RenditionReport] = []) {
+            self.partTarget = partTarget
+            self.openParts = openParts
+            self.preloadHint = preloadHint
+            self.renditionReports = renditionReports
+        }
+
+        /// `PART-HOLD-BACK`: three part targets, the spec's least, so players sit as near live as it lets them.
+        public var partHoldBack: Double { 3 * partTarget }
     }
 
     public enum Kind: Sendable, Hashable {
@@ -33,7 +87,12 @@ public struct HLSMediaPlaylist: Sendable, Hashable {
     /// to be cut between keyframes (a source whose GOP is far longer than the target).
     public var independentSegments: Bool
 
-    public init(kind: Kind, mapURI: String, segments: [Segment], ended: Bool, minimumTargetDuration: Int = 1, independentSegments: Bool = true) {
+    /// nil: a plain live or VOD playlist, as RFC 8216 has it.
+    public var lowLatency: LowLatency?
+
+    public init(kind: Kind, mapURI: String, segments: [Segment], ended: Bool, minimumTargetDuration: Int = 1, independentSegments: Bool = true,
+                lowLatency: LowLatency? = nil) {
+        self.lowLatency = lowLatency
         self.kind = kind
         self.mapURI = mapURI
         self.segments = segments
@@ -48,9 +107,29 @@ public struct HLSMediaPlaylist: Sendable, Hashable {
         max(1, Int((durations.max() ?? 1).rounded(.up)))
     }
 
-    public func render() -> String {
-        var lines = ["#EXTM3U", "#EXT-X-VERSION:7"]
-        lines.append("#EXT-X-TARGETDURATION:\(max(minimumTargetDuration, Self.targetDuration(for: segments.map(\.duration))))")
+    /// The target duration this playlist declares.
+    public var targetDuration: Int { max(minimumTargetDuration, Self.targetDuration(for: segments.map(\.duration))) }
+
+    /// `CAN-SKIP-UNTIL`: six target durations, the least the spec allows. A delta update
+    /// (`render(skippingOlderThanBoundary:)`) leaves out the segments that end before it.
+    public var skipBoundary: Double { 6 * Double(targetDuration) }
+
+    /// The last complete segment's media sequence number, and how many parts of the next one exist.
+    public var lastMediaSequence: Int {
+        guard case let .live(sequence, _) = kind else { return segments.count - 1 }
+        return sequence + segments.count - 1
+    }
+
+    /// The playlist's text. `skipping`: a delta update (`_HLS_skip=YES`), the segments that end
+    /// more than `skipBoundary` before the playlist's end replaced by `EXT-X-SKIP`.
+    public func render(skipping: Bool = false) -> String {
+        var lines = ["#EXTM3U", "#EXT-X-VERSION:\(skipping && lowLatency != nil ? 9 : 7)"]
+        let target = targetDuration
+        lines.append("#EXT-X-TARGETDURATION:\(target)")
+        if let lowLatency {
+            lines.append("#EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES,CAN-SKIP-UNTIL=\(Self.decimal(skipBoundary)),PART-HOLD-BACK=\(Self.decimal(lowLatency.partHoldBack))")
+            lines.append("#EXT-X-PART-INF:PART-TARGET=\(Self.decimal(lowLatency.partTarget))")
+        }
         switch kind {
         case .vod:
             lines.append("#EXT-X-PLAYLIST-TYPE:VOD")
@@ -60,19 +139,60 @@ public struct HLSMediaPlaylist: Sendable, Hashable {
             if discontinuitySequence > 0 { lines.append("#EXT-X-DISCONTINUITY-SEQUENCE:\(discontinuitySequence)") }
         }
         if independentSegments { lines.append("#EXT-X-INDEPENDENT-SEGMENTS") }
+        // Where each segment ends, counted back from the playlist's end (open parts included).
+        let openSeconds = lowLatency?.openParts.reduce(0) { $0 + $1.duration } ?? 0
+        var endsBeforeEnd: [Double] = Array(repeating: 0, count: segments.count)
+        var running = openSeconds
+        for index in segments.indices.reversed() {
+            endsBeforeEnd[index] = running
+            running += segments[index].duration
+        }
+        var skipped = 0
+        if skipping, lowLatency != nil {
+            // Whole segments only, and never a discontinuity or a new init segment among them: the
+            // player could not know of it from `EXT-X-SKIP`.
+            while skipped < segments.count - 1, endsBeforeEnd[skipped] > skipBoundary,
+                  !segments[skipped + 1].discontinuity, segments[skipped + 1].mapURI == nil || segments[skipped + 1].mapURI == segments[0].mapURI {
+                skipped += 1
+            }
+            if skipped > 0 { lines.append("#EXT-X-SKIP:SKIPPED-SEGMENTS=\(skipped)") }
+        }
         var currentMap = segments.first?.mapURI ?? mapURI
         lines.append("#EXT-X-MAP:URI=\"\(currentMap)\"")
-        for segment in segments {
+        let partsWithin = LowLatency.partsListedForTargetDurations * Double(target)
+        for (index, segment) in segments.enumerated() where index >= skipped {
             if segment.discontinuity { lines.append("#EXT-X-DISCONTINUITY") }
             if let map = segment.mapURI, map != currentMap {
                 lines.append("#EXT-X-MAP:URI=\"\(map)\"")
                 currentMap = map
             }
+            if lowLatency != nil, endsBeforeEnd[index] < partsWithin {
+                for part in segment.parts { lines.append(Self.partLine(part)) }
+            }
             lines.append("#EXTINF:\(String(format: "%.5f", segment.duration)),")
             lines.append(segment.uri)
         }
+        if let lowLatency {
+            for part in lowLatency.openParts { lines.append(Self.partLine(part)) }
+            if let hint = lowLatency.preloadHint, !ended { lines.append("#EXT-X-PRELOAD-HINT:TYPE=PART,URI=\"\(hint)\"") }
+            for report in lowLatency.renditionReports {
+                lines.append("#EXT-X-RENDITION-REPORT:URI=\"\(report.uri)\",LAST-MSN=\(report.lastMediaSequence),LAST-PART=\(report.lastPart)")
+            }
+        }
         if ended { lines.append("#EXT-X-ENDLIST") }
         return lines.joined(separator: "\n") + "\n"
+    }
+
+    private static func partLine(_ part: Part) -> String {
+        "#EXT-X-PART:DURATION=\(String(format: "%.5f", part.duration)),URI=\"\(part.uri)\"" + (part.independent ? ",INDEPENDENT=YES" : "")
+    }
+
+    /// Up to five decimals, no trailing zeros: attribute values players compare.
+    static func decimal(_ value: Double) -> String {
+        var text = String(format: "%.5f", value)
+        while text.hasSuffix("0") { text.removeLast() }
+        if text.hasSuffix(".") { text.removeLast() }
+        return text
     }
 }
 

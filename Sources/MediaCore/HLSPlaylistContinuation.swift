@@ -33,6 +33,11 @@ public struct HLSPlaylistContinuation: Sendable, Equatable {
                       let end = line[line.index(after: start)...].firstIndex(of: "\"") {
                 let name = String(line[line.index(after: start)..<end])
                 if let index = HLSLayout.initSegmentIndex(name) { highestInit = max(highestInit, index) }
+            } else if line.hasPrefix("#EXT-X-PART:"), let range = line.range(of: "URI=\""),
+                      let end = line[range.upperBound...].firstIndex(of: "\"") {
+                // A Low-Latency playlist's parts are files of their own, stale with their segments.
+                let name = String(line[range.upperBound..<end])
+                if HLSLayout.isPartialSegment(name) { files.append(name) }
             } else if !line.hasPrefix("#"), !line.isEmpty {
                 segments += 1
                 let name = String(line)

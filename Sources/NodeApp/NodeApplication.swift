@@ -3,6 +3,7 @@ import Foundation
 import LiveNode
 import Logging
 import MediaCore
+import NIOSSL
 import RTMPServer
 import RTSPServer
 import SRTServer
@@ -54,6 +55,8 @@ public func buildApplication(_ settings: NodeSettings, environment: [String: Str
                              metrics: NodeMetrics = NodeMetrics(),
                              shutdownSignals: [UnixSignal] = [.sigterm, .sigint]) async throws -> NodeApplication {
     try settings.validate()
+    // Before anything is bound or opened: a certificate that cannot be used stops the node at once.
+    let tls = try settings.tlsCertificate.map { try HTTPAPI.tlsConfiguration(certificate: $0, key: settings.tlsKey ?? "") }
     let logger = Logger(label: "abr.serve")
     let dataDirectory = URL(fileURLWithPath: settings.dataDirectory)
     let ladders = try settings.provisionFiles.map { (path: $0, ladder: try ProvisionFile.load(path: $0)) }
@@ -68,7 +71,8 @@ public func buildApplication(_ settings: NodeSettings, environment: [String: Str
     logger.info("store", metadata: ["location": "\(store.location)"])
     do {
         return try await assemble(settings, environment: environment, metrics: metrics, shutdownSignals: shutdownSignals, logger: logger,
-                                  credentials: credentials, dataDirectory: dataDirectory, ladders: ladders, store: store, storeTask: storeTask)
+                                  credentials: credentials, dataDirectory: dataDirectory, ladders: ladders, store: store, storeTask: storeTask,
+                                  tls: tls)
     } catch {
         // Nothing serves yet: the store is closed again, so an in-process caller may try again.
         try? await store.close()
@@ -80,7 +84,7 @@ public func buildApplication(_ settings: NodeSettings, environment: [String: Str
 /// The control plane, its provisions, the listeners and the services, around an open store.
 private func assemble(_ settings: NodeSettings, environment: [String: String], metrics: NodeMetrics, shutdownSignals: [UnixSignal],
                       logger: Logger, credentials: NodeCredentials, dataDirectory: URL, ladders: [(path: String, ladder: Ladder)],
-                      store: any NodeStore, storeTask: Task<Void, Never>) async throws -> NodeApplication {
+                      store: any NodeStore, storeTask: Task<Void, Never>, tls: TLSConfiguration?) async throws -> NodeApplication {
     var configuration = ControlPlane.Configuration(credentials: credentials)
     configuration.tokenLifetime = settings.tokenLifetime
     configuration.sm1AccessToken = environment["ABR_WORKER_SM1_ACCESS_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
@@ -108,6 +112,7 @@ private func assemble(_ settings: NodeSettings, environment: [String: String], m
     nodeConfiguration.origin = settings.origin
     nodeConfiguration.transcode = settings.transcode
     nodeConfiguration.loadShedder = settings.loadShedding ? .node : nil
+    nodeConfiguration.hlsLowLatency = settings.hlsLowLatency
     let registry = StreamRegistry()
     let plane = await ControlPlane(configuration: configuration, nodeConfiguration: nodeConfiguration, registry: registry,
                                    store: store, metrics: metrics)
@@ -145,9 +150,9 @@ private func assemble(_ settings: NodeSettings, environment: [String: String], m
     let publishTarget = settings.publishLoop.flatMap { file in
         plane.node.ladders.first.map { ladder in (file, LoopPublisher.publishURL(rtspHost: host, port: listeners.rtspPort, ladder: ladder)) }
     }
-    let http = HTTPAPI.makeApplication(plane, host: httpHost, port: settings.httpPort) { port in
+    let http = try HTTPAPI.makeApplication(plane, host: httpHost, port: settings.httpPort, tls: tls) { port in
         plane.fleet.setPorts { $0.http = port }
-        let base = "http://\(httpHost):\(port)"
+        let base = "\(tls == nil ? "http" : "https")://\(httpHost):\(port)"
         var lines = ["HTTP: \(base)/  (status page)   API: \(base)/as/v1/...   metrics: \(base)/metrics",
                      "RTSP: \(rtspBase)/<stream guid>"]
         if let rtmp = plane.ingestBaseURLs.rtmp { lines.append("RTMP: \(rtmp)/<stream guid>  (publish only)") }

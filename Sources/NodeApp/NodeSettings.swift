@@ -51,6 +51,11 @@ public struct NodeSettings: Sendable {
     public var capacityCores: Double?
     public var maxLoad = 0.85
     public var loadShedding = true
+    /// Low-Latency HLS on every rung.
+    public var hlsLowLatency = true
+    /// PEM files: with both, the HTTP port serves HTTPS (HTTP/2 and HTTP/1.1).
+    public var tlsCertificate: String?
+    public var tlsKey: String?
     public var tokenLifetime = 3600.0
     /// Seconds between status lines in the log; 0: none.
     public var statusInterval: Double = 10
@@ -69,6 +74,9 @@ public struct NodeSettings: Sendable {
             throw refuse("\(name) must be 0 to 65535 (got \(port))")
         }
         guard (-1...65535).contains(rtmpPort) else { throw refuse("--rtmp-port must be -1 (off) or 0 to 65535 (got \(rtmpPort))") }
+        guard (tlsCertificate == nil) == (tlsKey == nil) else {
+            throw refuse("--tls-cert and --tls-key go together (got only \(tlsCertificate == nil ? "--tls-key" : "--tls-cert"))")
+        }
         guard (-1...65535).contains(webrtcPort) else { throw refuse("--webrtc-port must be -1 (off) or 0 to 65535 (got \(webrtcPort))") }
         guard (-1...65535).contains(srtPort) else { throw refuse("--srt-port must be -1 (off) or 0 to 65535 (got \(srtPort))") }
         guard (20...10_000).contains(srtLatencyMilliseconds) else {

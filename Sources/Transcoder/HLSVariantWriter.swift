@@ -40,10 +40,40 @@ final class HLSVariantWriter {
 
     static let playlistName = HLSLayout.mediaPlaylist
 
+    /// Low-Latency HLS (live only): every segment is also cut into parts of about `partTarget`
+    /// seconds, each a fragment of its own written as a file as soon as it ends; the segment's
+    /// file is its parts' bytes end to end, so the rung is muxed once. The playlist is
+    /// published to `livePlaylists` after every part, where blocked reloads wait for it.
+    struct LowLatency {
+        /// `PART-TARGET`: a whole number of frames, about a third of a second.
+        var partTarget: Double
+        var livePlaylists: LivePlaylists = .shared
+
+        /// The part target for a frame rate: the whole number of frames nearest a third of a second.
+        static func partTarget(frameRate: Double) -> Double {
+            let rate = frameRate.isFinite && frameRate > 1 ? frameRate : 30
+            return max(1, (rate / 3).rounded()) / rate
+        }
+    }
+
+    /// Parts of the segment being written (Low-Latency HLS): its bytes so far, its parts, and
+    /// where the part being written began.
+    private let lowLatency: LowLatency?
+    private var segmentBytes: [UInt8] = []
+    private var openParts: [HLSMediaPlaylist.Part] = []
+    private var partStart: MediaTime?
+    private var segmentStartsWithKeyframe = true
+    /// Part files still on disk, oldest segment first (they go a few segments after their segment).
+    private var partFiles = Deque<(segment: Int, names: [String])>()
+    /// Segments whose parts stay on disk after the segment is complete: a player that read a
+    /// playlist listing them may still ask (parts are listed for the last three target durations).
+    static let segmentsKeepingParts = 6
+
     init(directory: URL, video: CodecParameters, videoTimeBase: Rational, audio: AudioTrack?, window: Int?,
-         maximumSegmentDuration: Double? = nil) throws {
+         maximumSegmentDuration: Double? = nil, lowLatency: LowLatency? = nil) throws {
         self.directory = directory
         self.window = window
+        self.lowLatency = window == nil ? nil : lowLatency
         self.audio = audio
         self.maximumSegmentDuration = maximumSegmentDuration
         self.meter = BitrateMeter(retainedSegments: window.map { max($0, 30) } ?? .max)
@@ -96,16 +126,44 @@ final class HLSVariantWriter {
         return muxer
     }
 
-    /// - Parameter startsSegment: this video packet begins a new segment (it is an IDR on the grid).
-    func writeVideo(_ packet: Packet, time: MediaTime, startsSegment: Bool) throws {
+    /// - Parameters:
+    ///   - startsSegment: this video packet begins a new segment (it is an IDR on the grid).
+    ///   - frameDuration: its length (seconds): a part ends before the picture that would take it past the target.
+    func writeVideo(_ packet: Packet, time: MediaTime, startsSegment: Bool, frameDuration: Double = 0) throws {
         if startsSegment, segmentStart != nil {
             try cutSegment(at: time)
         } else if let start = segmentStart, let maximum = maximumSegmentDuration, (time - start).seconds >= maximum {
             if !packet.isKeyframe { independentSegments = false }
             try cutSegment(at: time)
+        } else if let lowLatency, let start = partStart, (time - start).seconds + frameDuration / 2 > lowLatency.partTarget {
+            try cutPart(at: time)
         }
-        if segmentStart == nil { segmentStart = time }
+        if segmentStart == nil {
+            segmentStart = time
+            segmentStartsWithKeyframe = packet.isKeyframe
+        }
+        if partStart == nil { partStart = time }
         try muxer.write(packet, stream: 0)
+    }
+
+    /// Ends the part being written at `time`: its fragment becomes a file, and the playlist names
+    /// it. `publish` false: the segment ends with it, and the playlist is published with the
+    /// segment (published now, its hint would name a part of this segment that never comes).
+    private func cutPart(at time: MediaTime, publish: Bool = true) throws {
+        guard let lowLatency, let start = partStart else { return }
+        try muxer.flushFragment()
+        let bytes = muxer.takeBytes()
+        partStart = time
+        guard !bytes.isEmpty else { return }
+        let name = HLSLayout.partialSegment(segmentIndex, part: openParts.count)
+        writePendingInit()
+        // A part that cannot be written is left out of the playlist; its bytes still go into the segment.
+        segmentBytes += bytes
+        guard pendingInit == nil, writeFile(bytes, name: name) else { return }
+        // Never longer than the target the playlist declares (a timestamp's jitter of a millisecond).
+        let duration = min(max((time - start).seconds, 0.001), lowLatency.partTarget)
+        openParts.append(HLSMediaPlaylist.Part(uri: name, duration: duration, independent: openParts.isEmpty && segmentStartsWithKeyframe))
+        if publish { publishLowLatency() }
     }
 
     /// Audio is written only into a segment a picture has opened.
@@ -121,6 +179,7 @@ final class HLSVariantWriter {
     func changeFormat(video: CodecParameters, videoTimeBase: Rational, at time: MediaTime) throws {
         try cutSegment(at: time)
         segmentStart = nil
+        partStart = nil
         _ = try? muxer.finish()
         initIndex += 1
         currentMap = HLSLayout.initSegment(initIndex)
@@ -134,14 +193,31 @@ final class HLSVariantWriter {
     func markDiscontinuity(at time: MediaTime) throws {
         try cutSegment(at: time)
         segmentStart = nil
+        partStart = nil
         pendingDiscontinuity = true
     }
 
     /// Closes the open segment at `time` (the next segment's start, or the end of the last frame).
     func cutSegment(at time: MediaTime) throws {
         guard let start = segmentStart else { return }
-        try muxer.flushFragment()
-        let bytes = muxer.takeBytes()
+        let bytes: [UInt8]
+        var parts: [HLSMediaPlaylist.Part] = []
+        if lowLatency != nil {
+            // The last part ends with the segment, which is all its parts' bytes.
+            try cutPart(at: time, publish: false)
+            bytes = segmentBytes
+            parts = openParts
+            segmentBytes = []
+            openParts = []
+            if !parts.isEmpty { partFiles.append((segmentIndex, parts.map(\.uri))) }
+            while let oldest = partFiles.first, oldest.segment <= segmentIndex - Self.segmentsKeepingParts {
+                for name in oldest.names { try? FileManager.default.removeItem(at: directory.appendingPathComponent(name)) }
+                partFiles.removeFirst()
+            }
+        } else {
+            try muxer.flushFragment()
+            bytes = muxer.takeBytes()
+        }
         segmentStart = time
         guard !bytes.isEmpty else { return }
         let name = HLSLayout.mediaSegment(segmentIndex)
@@ -153,8 +229,10 @@ final class HLSVariantWriter {
             pendingDiscontinuity = true
             return
         }
-        let duration = max((time - start).seconds, 0.001)
-        segments.append(HLSMediaPlaylist.Segment(uri: name, duration: duration, discontinuity: pendingDiscontinuity, mapURI: currentMap))
+        // A segment made of parts lasts exactly as long as they do together.
+        let duration = parts.isEmpty ? max((time - start).seconds, 0.001) : parts.reduce(0) { $0 + $1.duration }
+        segments.append(HLSMediaPlaylist.Segment(uri: name, duration: duration, discontinuity: pendingDiscontinuity, mapURI: currentMap,
+                                                 parts: parts))
         pendingDiscontinuity = false
         meter.add(duration: duration, bytes: bytes.count)
         longestSegment = max(longestSegment, HLSMediaPlaylist.targetDuration(for: [duration]))
@@ -179,6 +257,8 @@ final class HLSVariantWriter {
     func finish(endTime: MediaTime) throws {
         try cutSegment(at: endTime)
         segmentStart = nil
+        partStart = nil
+        if let lowLatency { lowLatency.livePlaylists.remove(path: playlistPath) }
         try muxer.finish()
         // An offline rendition with a hole in it is not a result; a live one has moved on.
         if window == nil, failedWrites > 0 {
@@ -187,11 +267,39 @@ final class HLSVariantWriter {
         try writePlaylist(ended: true)
     }
 
-    func writePlaylist(ended: Bool) throws {
+    /// The key `LivePlaylists` knows the rung by: the playlist file's standardized absolute path,
+    /// as the HTTP side finds it from a request's path.
+    private var playlistPath: String { directory.appendingPathComponent(Self.playlistName).standardizedFileURL.path }
+
+    private func playlist(ended: Bool) -> HLSMediaPlaylist {
         let kind: HLSMediaPlaylist.Kind = window == nil ? .vod : .live(mediaSequence: mediaSequence, discontinuitySequence: discontinuitySequence)
         // A live playlist's target duration never shrinks, as RFC 8216 requires.
-        let playlist = HLSMediaPlaylist(kind: kind, mapURI: currentMap, segments: Array(segments), ended: ended,
-                                        minimumTargetDuration: window == nil ? 1 : longestSegment, independentSegments: independentSegments)
+        return HLSMediaPlaylist(kind: kind, mapURI: currentMap, segments: Array(segments), ended: ended,
+                                minimumTargetDuration: window == nil ? 1 : longestSegment, independentSegments: independentSegments,
+                                lowLatency: lowLatency.map {
+                                    .init(partTarget: $0.partTarget, openParts: openParts,
+                                          preloadHint: ended ? nil : HLSLayout.partialSegment(segmentIndex, part: openParts.count))
+                                })
+    }
+
+    /// The playlist with its newest part, where blocked reloads wait, then on disk for every other reader.
+    private func publishLowLatency() {
+        guard let lowLatency else { return }
+        lowLatency.livePlaylists.publish(playlist(ended: false), path: playlistPath)
+        guard let text = lowLatency.livePlaylists.snapshot(playlistPath)?.full else { return }
+        do {
+            try ReplacingFile.write(Array(text.utf8), to: URL(fileURLWithPath: playlistPath), durable: false)
+        } catch {
+            failedWrites += 1
+        }
+    }
+
+    func writePlaylist(ended: Bool) throws {
+        if lowLatency != nil, !ended {
+            publishLowLatency()
+            return
+        }
+        let playlist = playlist(ended: ended)
         do {
             try ReplacingFile.write(playlist.render(), to: directory.appendingPathComponent(Self.playlistName), durable: window == nil)
         } catch {

@@ -84,6 +84,8 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
     let options: TranscodeOptions
     let mediaTimeout: Double
     let hlsWindow: Int
+    /// Low-Latency HLS: parts, blocking reloads, preload hints and rendition reports.
+    let hlsLowLatency: Bool
     let sinks: [Int: any MediaSink]
     let logger: Logger
     let onEvent: (@Sendable (Event) -> Void)?
@@ -144,7 +146,7 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
     static let frameRateWait = 2.0
 
     public init(ladder: Ladder, hlsDirectory: URL, options: TranscodeOptions, grace: Double = 30, mediaTimeout: Double = 5,
-                hlsWindow: Int = 6, sinks: [Int: any MediaSink] = [:], logger: Logger = Logger(label: "abr.live"),
+                hlsWindow: Int = 6, hlsLowLatency: Bool = true, sinks: [Int: any MediaSink] = [:], logger: Logger = Logger(label: "abr.live"),
                 coreBudget: CoreBudget = .node, loadShedder: LoadShedder? = nil,
                 clock: @escaping @Sendable () -> Double = { ProcessInfo.processInfo.systemUptime },
                 onEvent: (@Sendable (Event) -> Void)? = nil) {
@@ -159,6 +161,7 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
         self.grace = grace
         self.mediaTimeout = mediaTimeout
         self.hlsWindow = hlsWindow
+        self.hlsLowLatency = hlsLowLatency
         self.sinks = sinks
         var logger = logger
         logger[metadataKey: "stream.guid"] = "\(ladder.streamGuid)"
@@ -428,8 +431,11 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
         let made = try plan.makePipelines(ladder: ladder, video: video) { variant in
             VariantOutput(
                 paths: .init(mp4: nil, hlsDirectory: hlsDirectory.appendingPathComponent(HLSLayout(ladderGuid: ladder.streamGuid).variantFolder(level: variant.level)),
-                             hlsWindow: hlsWindow, maximumSegmentDuration: 3 * options.keyframeInterval, sink: sinks[variant.level],
-                             arrivals: arrivals),
+                             // Low latency keeps ten segments at least, so a delta update (`_HLS_skip`)
+                             // has segments beyond its six-target-duration boundary to leave out.
+                             hlsWindow: hlsLowLatency ? max(hlsWindow, 10) : hlsWindow,
+                             maximumSegmentDuration: 3 * options.keyframeInterval, lowLatency: hlsLowLatency,
+                             sink: sinks[variant.level], arrivals: arrivals),
                 audio: audioTrack, frameRate: plan.frameRate)
         }
         withShared { _ in pipelines = made }

@@ -17,6 +17,8 @@ final class VariantOutput {
         var hlsWindow: Int? = nil
         /// Segments are cut at the next frame once this long, keyframe or not.
         var maximumSegmentDuration: Double? = nil
+        /// Live jobs: Low-Latency HLS parts and blocking reloads (nil: plain live HLS).
+        var lowLatency: Bool = false
         /// Live jobs: the node's stream for this variant (its RTSP players and origin push).
         var sink: (any MediaSink)? = nil
         /// Live jobs: arrival times of source pictures, to measure the latency this variant adds.
@@ -74,7 +76,8 @@ final class VariantOutput {
             self.mp4 = mp4
         }
         hls = try HLSVariantWriter(directory: paths.hlsDirectory, video: parameters, videoTimeBase: timeBase, audio: audio, window: paths.hlsWindow,
-                                   maximumSegmentDuration: paths.maximumSegmentDuration)
+                                   maximumSegmentDuration: paths.maximumSegmentDuration,
+                                   lowLatency: paths.lowLatency ? .init(partTarget: HLSVariantWriter.LowLatency.partTarget(frameRate: frameRate)) : nil)
         announceFormat(sets)
         for packet in pendingAudio { try writeAudio(packet) }
         pendingAudio.removeAll()
@@ -152,7 +155,8 @@ final class VariantOutput {
     private func writeHeldVideo() throws {
         guard let held = heldVideo, let hls else { return }
         heldVideo = nil
-        try hls.writeVideo(held.packet, time: held.time, startsSegment: held.startsSegment)
+        try hls.writeVideo(held.packet, time: held.time, startsSegment: held.startsSegment,
+                           frameDuration: MediaTime(ticks: held.packet.duration, timeBase: held.packet.timeBase).seconds)
         try mp4?.write(held.packet, stream: 0)
         let waiting = pendingAudio
         pendingAudio.removeAll()

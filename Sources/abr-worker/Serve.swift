@@ -106,6 +106,15 @@ struct Serve: AsyncParsableCommand {
     @Flag(inversion: .prefixedNo, help: "When encoders fall behind real time, stop encoding the node's lowest rungs first (and bring them back when there is room).")
     var loadShedding = true
 
+    @Option(help: "Low-Latency HLS on every rung: parts, blocking playlist reloads, preload hints and rendition reports (on or off). Players that do not know it play the same playlists as before.")
+    var hlsLowLatency: OnOff = .on
+
+    @Option(help: "PEM certificate chain (leaf first): the HTTP port serves HTTPS with HTTP/2 and HTTP/1.1. Needs --tls-key.")
+    var tlsCert: String?
+
+    @Option(help: "PEM private key of --tls-cert.")
+    var tlsKey: String?
+
     @Option(help: "Lifetime of issued API tokens, seconds.")
     var tokenLifetime = 3600.0
 
@@ -149,6 +158,9 @@ struct Serve: AsyncParsableCommand {
         settings.capacityCores = capacityCores
         settings.maxLoad = maxLoad
         settings.loadShedding = loadShedding
+        settings.hlsLowLatency = hlsLowLatency == .on
+        settings.tlsCertificate = tlsCert
+        settings.tlsKey = tlsKey
         settings.tokenLifetime = tokenLifetime
         settings.statusInterval = statusInterval
         return settings
@@ -186,4 +198,9 @@ struct Serve: AsyncParsableCommand {
         }
         try await application.run()
     }
+}
+
+/// A switch given as `on` or `off` (`--hls-low-latency off`).
+enum OnOff: String, ExpressibleByArgument, CaseIterable {
+    case on, off
 }

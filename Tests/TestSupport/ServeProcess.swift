@@ -62,7 +62,7 @@ public final class ServeProcess: @unchecked Sendable {
         var http: String?, rtsp: String?
         while Date() < deadline, process.isRunning, http == nil || rtsp == nil {
             let output = (try? String(contentsOf: outputFile, encoding: .utf8)) ?? ""
-            http = output.firstMatch(of: /HTTP: (http:\/\/127\.\d+\.\d+\.\d+:\d+)\//).map { String($0.output.1) }
+            http = output.firstMatch(of: /HTTP: (https?:\/\/127\.\d+\.\d+\.\d+:\d+)\//).map { String($0.output.1) }
             rtsp = output.firstMatch(of: /RTSP: (rtsp:\/\/127\.\d+\.\d+\.\d+:\d+)\//).map { String($0.output.1) }
             Thread.sleep(forTimeInterval: 0.1)
         }
@@ -82,6 +82,8 @@ public final class ServeProcess: @unchecked Sendable {
     /// One HTTP exchange with curl.
     public func http(_ method: String, _ path: String, headers: [String: String] = [:], body: String? = nil, user: String? = nil) throws -> Reply {
         var arguments = ["-s", "-S", "--max-time", "60", "-X", method, "-w", "\n%{http_code}", "--path-as-is"]
+        // A node serving HTTPS in a test has a certificate made for the test.
+        if httpBase.hasPrefix("https:") { arguments.append("-k") }
         for (name, value) in headers { arguments += ["-H", "\(name): \(value)"] }
         if let user { arguments += ["-u", user] }
         if let body { arguments += ["--data-binary", body] }
