@@ -29,6 +29,9 @@ public final class ControlPlane: Sendable {
         public var identity = FleetMembership.Identity()
         /// Seconds a publisher stays connected after HARD_SUNSET ended its job (the node's grace).
         public var publisherReleaseAfterHardSunset = 30.0
+        /// hls.js as an ES module (`--hls-js`), served at `/assets/hls.mjs`: the status page's
+        /// player then plays Low-Latency HLS with it. nil: the page plays HLS natively.
+        public var hlsPlayerScript: URL?
 
         public init(credentials: NodeCredentials) {
             self.credentials = credentials

@@ -216,6 +216,13 @@ public enum HTTPAPI {
             Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
                      body: .init(byteBuffer: ByteBuffer(string: plane.metricsExposition())))
         }
+        router.get(RouterPath(StatusPage.hlsScriptPath)) { _, _ in
+            guard let script = plane.configuration.hlsPlayerScript, let data = try? Data(contentsOf: script) else {
+                return error(.notFound, "no hls.js on this node (--hls-js)")
+            }
+            return Response(status: .ok, headers: [.contentType: "text/javascript", .cacheControl: "max-age=3600"],
+                            body: .init(byteBuffer: ByteBuffer(bytes: data)))
+        }
         router.get("/") { _, _ in
             Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-cache"],
                      body: .init(byteBuffer: ByteBuffer(string: StatusPage.render(plane))))

@@ -1,9 +1,13 @@
 import Foundation
 
 /// `GET /`: the node at a glance. Each job with its variants' live figures (refreshed from
-/// `/v1/jobs` every two seconds) and a native `<video>` on its master playlist. No external
-/// scripts or styles: it works on an air-gapped node, and Safari/Chromium play HLS natively.
+/// `/v1/jobs` every two seconds) and a `<video>` on its master playlist: played by hls.js in
+/// low-latency mode when the node serves it (`--hls-js`), else natively. No external scripts or
+/// styles: it works on an air-gapped node, and Safari/Chromium play HLS natively.
 enum StatusPage {
+    /// Where the node serves hls.js when it has it.
+    static let hlsScriptPath = "/assets/hls.mjs"
+
     /// The rung's player page, or why WebRTC cannot carry it (the page would start a lower rung).
     static func webrtcLink(_ variant: ControlPlane.JobView.VariantView) -> String {
         if let why = variant.webrtcUnavailable { return " <span title=\"\(html(why))\">no WebRTC (B-frames)</span>" }
@@ -15,6 +19,7 @@ enum StatusPage {
         let capacity = plane.capacitySnapshot()
         let rtsp = plane.rtspBaseURL ?? "rtsp://(not listening)"
         let webrtc = plane.webrtcPort != nil
+        let lowLatency = plane.configuration.hlsPlayerScript != nil
         var sections = ""
         for job in jobs {
             let id = html(job.streamGuid)
@@ -31,7 +36,7 @@ enum StatusPage {
               <p>Publish to \(plane.publishURLs(top: job.variants.first?.streamGuid ?? "").map { "<code>\(html($0))</code>" }.joined(separator: " or ")) ·
                  <a href="\(html(job.hlsMaster))">master.m3u8</a> · <a href="/v1/streams/\(id)/abr">hints</a> ·
                  <a href="/v1/streams/\(id)/events">events</a> · <span class="publisher"></span></p>
-              <video controls muted autoplay playsinline preload="auto" width="640" src="\(html(job.hlsMaster))"></video>
+              <video controls muted autoplay playsinline preload="auto" width="640" \(lowLatency ? "data-hls" : "src")="\(html(job.hlsMaster))"></video>
               <p>Player position: <span class="position">not playing</span></p>
               <table><thead><tr><th>Level</th><th>Size</th><th>Declared</th><th>Average</th><th>Peak</th><th>fps</th><th>Frames</th>\
             <th>Drops</th><th>Players</th><th>Latency p50/p99</th><th>Play</th></tr></thead>
@@ -102,17 +107,38 @@ enum StatusPage {
             if (video.error) { position.textContent = "error " + video.error.code; }
             else if (video.currentTime > 0) { position.textContent = video.currentTime.toFixed(1) + " s"; }
             position.dataset.seconds = video.currentTime;
-            // A live playlist that was not there yet at page load: try again.
-            if (video.error || (video.readyState === 0 && video.networkState === 3)) { video.load(); video.play().catch(() => {}); }
+            // A live playlist that was not there yet at page load: try again (hls.js retries on its own).
+            if (!video.dataset.hls && (video.error || (video.readyState === 0 && video.networkState === 3))) { video.load(); video.play().catch(() => {}); }
           }
         }
         for (const video of document.querySelectorAll("video")) video.play().catch(() => {});
         refresh();
         setInterval(refresh, 2000);
-        </script>
+        </script>\(lowLatency ? Self.lowLatencyPlayer : "")
         </body></html>
         """
     }
+
+    /// hls.js on every `video[data-hls]`, in low-latency mode (parts, blocking reloads); where
+    /// the browser has no Media Source Extensions (iOS Safari), its own player, which knows
+    /// Low-Latency HLS too.
+    static let lowLatencyPlayer = """
+
+        <script type="module">
+        import { H as Hls } from "\(hlsScriptPath)";
+        for (const video of document.querySelectorAll("video[data-hls]")) {
+          if (Hls.isSupported()) {
+            const hls = new Hls({ lowLatencyMode: true });
+            hls.loadSource(video.dataset.hls);
+            hls.attachMedia(video);
+            video.hls = hls;
+          } else {
+            video.src = video.dataset.hls;
+          }
+          video.play().catch(() => {});
+        }
+        </script>
+        """
 
     static func html(_ text: String) -> String {
         text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")

@@ -86,6 +86,7 @@ private func assemble(_ settings: NodeSettings, environment: [String: String], m
                       logger: Logger, credentials: NodeCredentials, dataDirectory: URL, ladders: [(path: String, ladder: Ladder)],
                       store: any NodeStore, storeTask: Task<Void, Never>, tls: TLSConfiguration?) async throws -> NodeApplication {
     var configuration = ControlPlane.Configuration(credentials: credentials)
+    configuration.hlsPlayerScript = settings.hlsPlayerScript.map { URL(fileURLWithPath: $0) }
     configuration.tokenLifetime = settings.tokenLifetime
     configuration.sm1AccessToken = environment["ABR_WORKER_SM1_ACCESS_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
     configuration.capacity = CapacityMonitor.Configuration(cores: settings.capacityCores ?? Double(ProcessInfo.processInfo.activeProcessorCount))

@@ -53,6 +53,8 @@ public struct NodeSettings: Sendable {
     public var loadShedding = true
     /// Low-Latency HLS on every rung.
     public var hlsLowLatency = true
+    /// hls.js for the status page's player (`--hls-js`).
+    public var hlsPlayerScript: String?
     /// PEM files: with both, the HTTP port serves HTTPS (HTTP/2 and HTTP/1.1).
     public var tlsCertificate: String?
     public var tlsKey: String?
@@ -74,6 +76,9 @@ public struct NodeSettings: Sendable {
             throw refuse("\(name) must be 0 to 65535 (got \(port))")
         }
         guard (-1...65535).contains(rtmpPort) else { throw refuse("--rtmp-port must be -1 (off) or 0 to 65535 (got \(rtmpPort))") }
+        if let script = hlsPlayerScript, !FileManager.default.isReadableFile(atPath: script) {
+            throw refuse("--hls-js \(script): no readable file there (`./abr deps` puts hls.js in .build/hlsjs/hls.mjs)")
+        }
         guard (tlsCertificate == nil) == (tlsKey == nil) else {
             throw refuse("--tls-cert and --tls-key go together (got only \(tlsCertificate == nil ? "--tls-key" : "--tls-cert"))")
         }

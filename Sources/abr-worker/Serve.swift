@@ -109,6 +109,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Low-Latency HLS on every rung: parts, blocking playlist reloads, preload hints and rendition reports (on or off). Players that do not know it play the same playlists as before.")
     var hlsLowLatency: OnOff = .on
 
+    @Option(help: "hls.js as an ES module (exporting Hls as H, as the copy in PyPI's gradio wheel that `./abr deps` puts in .build/hlsjs/hls.mjs): the status page's player loads it from the node and plays Low-Latency HLS. Without it the page plays HLS natively.")
+    var hlsJs: String?
+
     @Option(help: "PEM certificate chain (leaf first): the HTTP port serves HTTPS with HTTP/2 and HTTP/1.1. Needs --tls-key.")
     var tlsCert: String?
 
@@ -159,6 +162,7 @@ struct Serve: AsyncParsableCommand {
         settings.maxLoad = maxLoad
         settings.loadShedding = loadShedding
         settings.hlsLowLatency = hlsLowLatency == .on
+        settings.hlsPlayerScript = hlsJs
         settings.tlsCertificate = tlsCert
         settings.tlsKey = tlsKey
         settings.tokenLifetime = tokenLifetime

@@ -26,7 +26,7 @@ import TestSupport
         #expect(FileManager.default.fileExists(atPath: Self.hlsJS.path), "hls.js is missing at \(Self.hlsJS.path): `./abr test` fetches it")
         let scratch = Self.scratch()
         defer { try? FileManager.default.removeItem(at: scratch) }
-        let node = try Self.liveNode(scratch)
+        let node = try Self.liveNode(scratch, extra: ["--hls-js", Self.hlsJS.path])
         defer { node.stop() }
         let rung = "/hls/live/stream1/stream1_3/index.m3u8"
         let ready = node.waitFor(timeout: 40) {
@@ -48,6 +48,14 @@ import TestSupport
                                                         node.httpBase + rung, Self.hlsJS.path, "35",
                                                         node.httpBase + "/hls/live/stream1/master.m3u8"], timeout: 120)
         #expect(check.status == 0, "\(check.stdout.suffix(2500)) \(check.stderr.suffix(800))")
+
+        // The status page's player is hls.js, from the node, in low-latency mode.
+        let page = try node.http("GET", "/")
+        #expect(page.body.contains("import { H as Hls } from \"/assets/hls.mjs\"") && page.body.contains("data-hls=\"/hls/live/stream1/master.m3u8\""))
+        #expect(try node.http("GET", "/assets/hls.mjs").status == 200)
+        let statusPage = try runProcess("/usr/bin/python3", [Self.peers.appendingPathComponent("chromium-video-check.py").path, node.httpBase + "/", "30"],
+                                        timeout: 90)
+        #expect(statusPage.status == 0, "\(statusPage.stdout.suffix(1500)) \(statusPage.stderr.suffix(500))")
 
         // GStreamer's hlsdemux2 knows no parts: it plays the same playlists as segments.
         let gstreamer = try runProcess("/usr/bin/python3", [Self.peers.appendingPathComponent("gst-hls-check.py").path,
@@ -73,8 +81,10 @@ import TestSupport
         // A directive to a plain playlist is ignored, as by any server without Low-Latency HLS.
         let blocking = try node.http("GET", rung + "?_HLS_msn=999999&_HLS_part=0")
         #expect(blocking.status == 200 && blocking.body.hasPrefix("#EXTM3U"))
-        let bad = try node.http("GET", "/hls/live/stream1/master.m3u8")
-        #expect(bad.status == 200)
+        #expect(try node.http("GET", "/hls/live/stream1/master.m3u8").status == 200)
+        // Without --hls-js the status page plays natively, and there is no script to serve.
+        #expect(try node.http("GET", "/").body.contains("src=\"/hls/live/stream1/master.m3u8\""))
+        #expect(try node.http("GET", "/assets/hls.mjs").status == 404)
     }
 
     /// With a certificate the HTTP port is HTTPS, and speaks HTTP/2 to players that offer it
