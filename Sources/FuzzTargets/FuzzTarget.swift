@@ -271,7 +271,22 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     }()
 
     static func hlsPath(_ bytes: [UInt8]) {
-        let path = String(decoding: bytes, as: UTF8.self)
+        let text = String(decoding: bytes, as: UTF8.self)
+        // `path?query`: the query's Low-Latency directives, as a player may write them.
+        let parts = text.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+        let path = String(parts[0])
+        if parts.count == 2 {
+            var values: [String: String] = [:]
+            for pair in parts[1].split(separator: "&").prefix(16) {
+                let field = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                values[String(field[0])] = field.count == 2 ? String(field[1]) : ""
+            }
+            if let directives = try? HLSDeliveryDirectives(msn: values["_HLS_msn"], part: values["_HLS_part"], skip: values["_HLS_skip"]) {
+                precondition(directives.part == nil || directives.mediaSequence != nil, "a part without a segment was accepted")
+                _ = directives.tooFarAhead(of: .init(mediaSequence: 5, part: 2))
+            }
+        }
+        _ = HLSLayout.isPartialSegment(path.split(separator: "/").last.map(String.init) ?? "")
         guard let file = hlsRoot.resolve(rawPath: path[...]) else { return }
         // Whatever resolves must lie inside the root.
         precondition(file.url.standardizedFileURL.path.hasPrefix(hlsRoot.root.path + "/"), "\(path) escaped to \(file.url.path)")

@@ -47,10 +47,15 @@ public struct HLSLayout: Sendable, Equatable {
     public static func partialSegment(_ index: Int, part: Int) -> String { String(format: "part_%05d_%d.m4s", index, part) }
 
     /// Whether `name` is a part's file (`part_00042_3.m4s`), which a request may ask for before it exists.
-    public static func isPartialSegment(_ name: String) -> Bool {
-        guard name.hasPrefix("part_"), name.hasSuffix(".m4s"), name.utf8.count <= 40 else { return false }
+    public static func isPartialSegment(_ name: String) -> Bool { partialSegmentIndex(name) != nil }
+
+    /// `part_00042_3.m4s` → 42, the segment it belongs to; nil for any other name.
+    public static func partialSegmentIndex(_ name: String) -> Int? {
+        guard name.hasPrefix("part_"), name.hasSuffix(".m4s"), name.utf8.count <= 40 else { return nil }
         let middle = name.dropFirst(5).dropLast(4).split(separator: "_", omittingEmptySubsequences: false)
-        return middle.count == 2 && middle.allSatisfy { !$0.isEmpty && $0.count <= 13 && $0.allSatisfy { $0.isASCII && $0.isNumber } }
+        guard middle.count == 2, middle.allSatisfy({ !$0.isEmpty && $0.count <= 12 && $0.allSatisfy { $0.isASCII && $0.isNumber } }),
+              let index = Int(middle[0]), index <= maximumIndex else { return nil }
+        return index
     }
 
     /// `init_3.mp4` → 3; nil for any other name (`init.mp4` is 0 but needs no continuation).

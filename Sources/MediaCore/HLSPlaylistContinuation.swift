@@ -37,7 +37,12 @@ public struct HLSPlaylistContinuation: Sendable, Equatable {
                       let end = line[range.upperBound...].firstIndex(of: "\"") {
                 // A Low-Latency playlist's parts are files of their own, stale with their segments.
                 let name = String(line[range.upperBound..<end])
-                if HLSLayout.isPartialSegment(name) { files.append(name) }
+                if let index = HLSLayout.partialSegmentIndex(name) {
+                    files.append(name)
+                    // The open segment's parts name a segment not complete yet: its number is
+                    // taken too, so no part name (which a cache may hold) is ever reused.
+                    highestSegment = max(highestSegment, index)
+                }
             } else if !line.hasPrefix("#"), !line.isEmpty {
                 segments += 1
                 let name = String(line)

@@ -118,9 +118,18 @@ import Testing
         #expect(!text.contains("s2_1") && !text.contains("URI=\"../s1_2/"))
     }
 
+    /// A restart after a Low-Latency playlist removes its parts with its segments, and numbers
+    /// on past the open segment whose parts were listed: no part name comes back.
+    @Test func aRestartRemovesThePartsAndNeverReusesTheirNames() {
+        let previous = HLSPlaylistContinuation(playlistText: Self.playlist(segments: 10, firstSequence: 40, open: 2).render())
+        #expect(previous.segmentIndex == 51 && previous.mediaSequence == 50)
+        #expect(previous.staleFiles.contains("part_00050_1.m4s") && previous.staleFiles.contains("part_00049_5.m4s"))
+        #expect(previous.staleFiles.contains("segment_00049.m4s") && !previous.staleFiles.contains("part_00050_2.m4s"))
+    }
+
     @Test func partNamesAreRecognised() {
         #expect(HLSLayout.partialSegment(42, part: 3) == "part_00042_3.m4s")
-        #expect(HLSLayout.isPartialSegment("part_00042_3.m4s"))
+        #expect(HLSLayout.isPartialSegment("part_00042_3.m4s") && HLSLayout.partialSegmentIndex("part_00042_3.m4s") == 42)
         for name in ["part_00042.m4s", "part__3.m4s", "part_00042_3.mp4", "part_0004x_3.m4s", "segment_00042.m4s", "part_1_2_3.m4s"] {
             #expect(!HLSLayout.isPartialSegment(name), "\(name)")
         }
