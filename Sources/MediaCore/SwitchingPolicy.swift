@@ -296,15 +296,23 @@ public struct SwitchingPolicy: Sendable {
                 }
                 probeHold = min(maximumProbeHold, probeHold * 2)
                 cleanSince = now
-                // What the probe queued drains next, and what it overfilled is reported lost
-                // next: neither is the rung's doing.
-                settledAt = now + settleTime
-                probeAftermathUntil = now + probeAftermath
-                // Loss or queueing while probing is the probe's own doing: it ends, and only what
-                // the link shows without it can move the player down.
-                if bad {
-                    cleanSince = nil
-                    return .stay
+                // A link that, full, carries less than the current rung's own down threshold has
+                // fallen under the rung, probe or not (a probe fills the link, so the saturated
+                // rate is the link's, padding included): it moves the player down now. Blaming the
+                // probe held a Chromium viewer on 480p for 4 s after its link fell to 650 kbit/s
+                // in the middle of a probe.
+                let fellUnderRung = probeJudgedWhenFull && (measured.map { $0 < Double(current.downswitchBelow) } ?? false)
+                if !fellUnderRung {
+                    // What the probe queued drains next, and what it overfilled is reported lost
+                    // next: neither is the rung's doing.
+                    settledAt = now + settleTime
+                    probeAftermathUntil = now + probeAftermath
+                    // Loss or queueing while probing is the probe's own doing: it ends, and only
+                    // what the link shows without it can move the player down.
+                    if bad {
+                        cleanSince = nil
+                        return .stay
+                    }
                 }
             } else {
                 return .stay

@@ -130,4 +130,31 @@ import TestSupport
             #expect(reply.stdout.contains("part_\(hint?.output.1 ?? "?")_\(part).m4s"), "the blocked reload lists the hinted part")
         }
     }
+
+    /// A thousand blocking reloads from one address at once: each gets an answer (the playlist once
+    /// its part exists, or its connection closed by the node's per-address limit), none waits past
+    /// the spec's limit, and a viewer on another address goes on getting playlists and parts.
+    @Test func aThousandHeldRequestsFromOneAddressEachGetAnAnswer() throws {
+        let scratch = Self.scratch()
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let node = try Self.liveNode(scratch)
+        defer { node.stop() }
+        let rung = "/hls/live/stream1/stream1_3/index.m3u8"
+        let ready = node.waitFor(timeout: 40) {
+            ((try? node.http("GET", rung))?.body.components(separatedBy: "#EXTINF").count ?? 0) >= 2
+        }
+        #expect(ready)
+        let run = try runProcess("/usr/bin/python3", [Self.peers.appendingPathComponent("hls-held-requests.py").path, node.httpBase, rung, "1000"],
+                                 timeout: 120)
+        let summary = (try? JSONSerialization.jsonObject(with: Data(run.stdout.utf8))) as? [String: Any] ?? [:]
+        #expect(run.status == 0 && !summary.isEmpty, "\(run.stdout) \(run.stderr.suffix(800))")
+        let statuses = summary["statuses"] as? [String: Int] ?? [:]
+        #expect(statuses.values.reduce(0, +) == 1000, "\(summary)")
+        #expect((summary["playlists"] as? Int ?? 0) >= 1 && (summary["hung"] as? Int) == 0, "\(summary)")
+        #expect(Set(statuses.keys).isSubset(of: ["200", "closed", "503"]), "\(summary)")
+        #expect((summary["bystander_requests"] as? Int ?? 0) >= 3 && (summary["bystander_failures"] as? Int) == 0, "\(summary)")
+        #expect((summary["bystander_max_s"] as? Double ?? 99) < 2, "\(summary)")
+        // And the node is still there for everyone.
+        #expect(try node.http("GET", "/health").status == 200)
+    }
 }

@@ -175,6 +175,44 @@ import Testing
         #expect(probeOn(linkCarrying: threshold * 1.08, judgedWhenFull: false) == .stay)
     }
 
+    /// A link that falls under the current rung in the middle of a probe is not the probe's doing:
+    /// measured full, it carries less than the rung's own down threshold, and the player moves
+    /// down at once (where the policy judges probes on a full link, as for WebRTC viewers).
+    @Test func aLinkThatFallsDuringAProbeMovesThePlayerDownAtOnce() {
+        var policy = SwitchingPolicy(rungs: Self.rungs, startingAt: 2)
+        policy.probeJudgedWhenFull = true
+        var time = 0.0
+        var decision = SwitchingPolicy.Decision.stay
+        while time < 30, case .stay = decision {
+            time += 0.25
+            decision = policy.observe(.init(time: time, estimate: 1_050_000, appLimited: true, received: 1_050_000))
+        }
+        guard case .probe = decision else {
+            Issue.record("expected a probe, got \(decision)")
+            return
+        }
+        time += 0.5
+        #expect(policy.observe(.init(time: time, estimate: 1_300_000, appLimited: true, received: 1_100_000)) == .stay)
+        // The link falls to 650 kbit/s: full, with media queued and some lost.
+        time += 0.5
+        decision = policy.observe(.init(time: time, estimate: 650_000, lossFraction: 0.2, backlogSeconds: 0.4, received: 1_000_000))
+        guard case .switchTo(3, _, _) = decision else {
+            Issue.record("expected a move to level 3 at once, got \(decision)")
+            return
+        }
+        // A probe that merely fills a link carrying the rung still ends quietly.
+        var calm = SwitchingPolicy(rungs: Self.rungs, startingAt: 2)
+        calm.probeJudgedWhenFull = true
+        time = 0
+        decision = .stay
+        while time < 30, case .stay = decision {
+            time += 0.25
+            decision = calm.observe(.init(time: time, estimate: 1_050_000, appLimited: true, received: 1_050_000))
+        }
+        time += 0.5
+        #expect(calm.observe(.init(time: time, estimate: 1_600_000, lossFraction: 0.2, backlogSeconds: 0.4, received: 1_100_000)) == .stay)
+    }
+
     /// A new player's first seconds are the cached GOP sent faster than live: loss then is the
     /// catch-up's, and moves no one; loss that goes on past it does.
     @Test func lossDuringTheCatchUpIsNotTheRungs() {
