@@ -139,6 +139,17 @@ import Testing
         #expect(time - aftermath <= policy.probeAftermath)
     }
 
+    /// Clean, app-limited samples every 0.25 s at `rate` until the policy decides something (a
+    /// probe, on a steady link) or 30 s pass; the decision, with `time` left at its sample.
+    static func untilItProbes(_ policy: inout SwitchingPolicy, time: inout Double, rate: Double) -> SwitchingPolicy.Decision {
+        var decision = SwitchingPolicy.Decision.stay
+        while time < 30, case .stay = decision {
+            time += 0.25
+            decision = policy.observe(.init(time: time, estimate: rate, appLimited: true, received: rate))
+        }
+        return decision
+    }
+
     /// A probe that fills the link (its queue builds, nothing is lost) has measured the link: where
     /// the policy is told to (transport-wide feedback), what the link delivered while full moves
     /// the player up when it covers the next rung's threshold, and only then. Without it, a link
@@ -148,11 +159,7 @@ import Testing
             var policy = SwitchingPolicy(rungs: Self.rungs, startingAt: 3)
             policy.probeJudgedWhenFull = judgedWhenFull
             var time = 0.0
-            var decision = SwitchingPolicy.Decision.stay
-            while time < 30, case .stay = decision {
-                time += 0.25
-                decision = policy.observe(.init(time: time, estimate: 520_000, appLimited: true, received: 520_000))
-            }
+            var decision = Self.untilItProbes(&policy, time: &time, rate: 520_000)
             guard case .probe = decision else { return decision }
             // The probe ramps up; from its second second the link is full and its queue builds.
             for step in 1...12 {
@@ -182,11 +189,7 @@ import Testing
         var policy = SwitchingPolicy(rungs: Self.rungs, startingAt: 2)
         policy.probeJudgedWhenFull = true
         var time = 0.0
-        var decision = SwitchingPolicy.Decision.stay
-        while time < 30, case .stay = decision {
-            time += 0.25
-            decision = policy.observe(.init(time: time, estimate: 1_050_000, appLimited: true, received: 1_050_000))
-        }
+        var decision = Self.untilItProbes(&policy, time: &time, rate: 1_050_000)
         guard case .probe = decision else {
             Issue.record("expected a probe, got \(decision)")
             return
@@ -204,11 +207,7 @@ import Testing
         var calm = SwitchingPolicy(rungs: Self.rungs, startingAt: 2)
         calm.probeJudgedWhenFull = true
         time = 0
-        decision = .stay
-        while time < 30, case .stay = decision {
-            time += 0.25
-            decision = calm.observe(.init(time: time, estimate: 1_050_000, appLimited: true, received: 1_050_000))
-        }
+        _ = Self.untilItProbes(&calm, time: &time, rate: 1_050_000)
         time += 0.5
         #expect(calm.observe(.init(time: time, estimate: 1_600_000, lossFraction: 0.2, backlogSeconds: 0.4, received: 1_100_000)) == .stay)
     }
