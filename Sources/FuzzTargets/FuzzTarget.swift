@@ -454,14 +454,17 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// audio for each piece (cut by the second), with growing times; formats must come before media.
     static func elementaryStreams(_ bytes: [UInt8]) {
         guard bytes.count > 2 else { return }
-        var streams = ElementaryStreams()
+        // Odd lengths also hold pictures for an announced audio format.
+        var streams = ElementaryStreams(awaitsAudio: bytes.count % 2 == 1)
         var sawVideoFormat = false, sawAudioFormat = false
         var time: Int64 = 0
-        for (index, piece) in bytes.dropFirst(2).chunks(of: Int(bytes[1]) + 1).enumerated() {
+        let pieces = Array(bytes.dropFirst(2).chunks(of: Int(bytes[1]) + 1))
+        for index in 0...pieces.count {
             time += 3000
             let isVideo = (bytes[0] >> (index % 8)) & 1 == 0
-            let events = isVideo ? streams.video(annexB: Array(piece), pts: time, isKeyframe: index % 5 == 0)
-                                 : streams.audio(adts: Array(piece), pts: time)
+            let events = index == pieces.count ? streams.finish()
+                : isVideo ? streams.video(annexB: Array(pieces[index]), pts: time, isKeyframe: index % 5 == 0)
+                : streams.audio(adts: Array(pieces[index]), pts: time)
             for event in events {
                 switch event {
                 case let .formats(video, audio):

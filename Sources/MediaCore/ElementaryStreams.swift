@@ -14,8 +14,24 @@ public struct ElementaryStreams: Sendable {
     public private(set) var droppedAudioFrames = 0
     /// Video access units dropped for holding too many NAL units.
     public private(set) var droppedAccessUnits = 0
+    /// Whether the container announced an AAC track: its format comes with its first ADTS frame,
+    /// which a muxer may interleave up to about a second after the first pictures.
+    private let awaitsAudio: Bool
+    /// Video events held until the audio format is known, so that the sink's first formats carry
+    /// both tracks: a live source is made with the tracks of its first picture and cannot add one.
+    private var heldForAudio: [MediaSinkEvent] = []
+    private var heldSince: Int64?
+    private var stoppedAwaitingAudio = false
+    /// How much video (90 kHz) is held for a late audio format before the video goes on without it.
+    public static let audioFormatWait: Int64 = 2 * 90000
+    /// The most events held while waiting (a stream of tiny access units cannot grow the hold).
+    public static let maximumHeldEvents = 512
 
-    public init() {}
+    /// - Parameter awaitsAudio: the container announced an AAC track; video is held (at most
+    ///   `audioFormatWait` of it) until that track's format is known.
+    public init(awaitsAudio: Bool = false) {
+        self.awaitsAudio = awaitsAudio
+    }
 
     public var videoFormat: VideoFormat? { video }
 
@@ -46,7 +62,29 @@ public struct ElementaryStreams: Sendable {
         if restarted { events.append(.timelineRestarted) }
         let keyframe = isKeyframe || units.contains { $0[0] & 0x1F == H264.NALType.idrSlice.rawValue }
         events.append(.video(units, time: MediaTime(ticks: time, timeBase: Self.clock), isKeyframe: keyframe))
-        return events
+        return holdingForAudio(events, at: time)
+    }
+
+    /// Video events while the announced audio format has not come: held, until the wait is over
+    /// (then they go out, and video no longer waits).
+    private mutating func holdingForAudio(_ events: [MediaSinkEvent], at time: Int64) -> [MediaSinkEvent] {
+        guard awaitsAudio, audio == nil, !stoppedAwaitingAudio else { return events }
+        heldForAudio += events
+        let since = heldSince ?? time
+        heldSince = since
+        guard time - since >= Self.audioFormatWait || heldForAudio.count >= Self.maximumHeldEvents else { return [] }
+        return releaseHeld()
+    }
+
+    private mutating func releaseHeld() -> [MediaSinkEvent] {
+        stoppedAwaitingAudio = true
+        defer { heldForAudio = [] }
+        return heldForAudio
+    }
+
+    /// What is still held at the end of the stream (video that waited for audio that never came).
+    public mutating func finish() -> [MediaSinkEvent] {
+        releaseHeld()
     }
 
     /// A PES payload of AAC in ADTS frames (one or several) starting at `pts` (90 kHz).
@@ -64,6 +102,12 @@ public struct ElementaryStreams: Sendable {
             if format != audio {
                 audio = format
                 events.append(.formats(video: video, audio: audio))
+                // The held pictures' formats now name the audio too: a sink that takes formats
+                // as given (not merged) must not lose the track again.
+                events += releaseHeld().map { event in
+                    if case let .formats(video, nil) = event { return .formats(video: video, audio: format) }
+                    return event
+                }
             }
             let frame = Array(bytes[(offset + header.headerLength)..<(offset + header.frameLength)])
             guard !frame.isEmpty else {

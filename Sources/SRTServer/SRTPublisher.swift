@@ -96,7 +96,8 @@ final class SRTPublisher: @unchecked Sendable {
         if let other = input.streams.first(where: { $0.kind == .audio && $0.codecName != "aac" }), audio == nil {
             logger.warning("SRT audio is not AAC; it is left out", metadata: ["codec": "\(other.codecName)"])
         }
-        var streams = ElementaryStreams()
+        var streams = ElementaryStreams(awaitsAudio: audio != nil)
+        var judgedFormat: VideoFormat?
         let frameRate = video.frameRate.isValid ? video.frameRate.doubleValue : nil
         while true {
             let result: MediaInput.ReadResult
@@ -107,7 +108,11 @@ final class SRTPublisher: @unchecked Sendable {
                 service?.close(socket, reason: "the stream became unreadable")
                 return
             }
-            guard case let .packet(packet) = result else { return }
+            guard case let .packet(packet) = result else {
+                // Pictures held for an audio format that never came still reach the ladder.
+                streams.finish().forEach { $0.deliver(to: sink) }
+                return
+            }
             let pts = packet.pts != noTimestamp ? packet.pts : packet.dts
             guard pts != noTimestamp else { continue }
             let ticks = packet.timeBase.rescale(pts, to: ElementaryStreams.clock)
@@ -119,19 +124,19 @@ final class SRTPublisher: @unchecked Sendable {
             } else {
                 continue
             }
-            for event in events {
-                if case let .formats(format?, _) = event {
-                    let limit = service?.configuration.maximumPublishPixels ?? .max
-                    let refusal = format.width * format.height > limit
-                        ? "the stream's SPS announces a \(format.width)x\(format.height) picture, larger than the node's limit of \(limit) pixels"
-                        : sink.refusal(of: format)
-                    if let refusal {
-                        refuse(refusal)
-                        return
-                    }
+            // Judged as soon as its SPS is read, even while its pictures wait for the audio format.
+            if let format = streams.videoFormat, format != judgedFormat {
+                judgedFormat = format
+                let limit = service?.configuration.maximumPublishPixels ?? .max
+                let refusal = format.width * format.height > limit
+                    ? "the stream's SPS announces a \(format.width)x\(format.height) picture, larger than the node's limit of \(limit) pixels"
+                    : sink.refusal(of: format)
+                if let refusal {
+                    refuse(refusal)
+                    return
                 }
-                event.deliver(to: sink)
             }
+            events.forEach { $0.deliver(to: sink) }
         }
     }
 

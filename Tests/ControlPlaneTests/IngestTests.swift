@@ -164,7 +164,9 @@ extension IngestTests {
         player.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
         player.arguments = ["-hide_banner", "-loglevel", "error", "-rtsp_transport", "tcp", "-i", "\(node.rtspBase)/live/stream1_2",
                             "-t", "10", "-c", "copy", "-f", "mpegts", "-y", recording.path]
-        player.standardError = FileHandle.nullDevice
+        let playerErrors = scratch.appendingPathComponent("player.err")
+        FileManager.default.createFile(atPath: playerErrors.path, contents: nil)
+        player.standardError = try FileHandle(forWritingTo: playerErrors)
         player.standardInput = FileHandle.nullDevice
         try player.run()
         defer { stopProcess(player, signal: SIGINT) }
@@ -185,7 +187,7 @@ extension IngestTests {
         if publishing("srt") { seen.append("srt") }
         #expect(seen == ["rtmp", "srt"], "publishers seen: \(seen); SRT: \(Self.text(srtErrors)) \(node.log.suffix(1500))")
         #expect(waitForExit(overSRT, timeout: 26), "\(Self.text(srtErrors))")
-        #expect(waitForExit(player, timeout: 30))
+        #expect(waitForExit(player, timeout: 30), "player: \(Self.text(playerErrors)) node: \(node.log.suffix(3000))")
 
         let history = ((try node.http("GET", "/v1/jobs/live/stream1")).json as? [String: Any])?["history"] as? [[String: Any]] ?? []
         #expect(history.filter { $0["kind"] as? String == "resumed" }.count >= 2, "\(history.map { $0["kind"] ?? "" })")
@@ -194,6 +196,13 @@ extension IngestTests {
         #expect(decoded.status == 0 && decoded.stderr.isEmpty, "decoder errors: \(decoded.stderr.prefix(800))")
         let fields = decoded.stdout.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: ",")
         #expect(fields.first == "854" && (fields.last.flatMap { Int($0) } ?? 0) >= 200, "\(decoded.stdout)")
+        // The sound goes on through each publisher: an SRT publisher's AAC comes after its first
+        // pictures, and a job that took the pictures without it had no audio for the whole publish
+        // (the player then waited for audio to reach its 10 s until the job ended).
+        let audio = try runProcess("ffprobe", ["-v", "error", "-select_streams", "a", "-count_packets", "-show_entries", "stream=nb_read_packets",
+                                               "-of", "csv=p=0", recording.path])
+        let audioFrames = audio.stdout.split(whereSeparator: \.isNewline).first.flatMap { Int($0) } ?? 0
+        #expect(audioFrames >= 8 * 48000 / 1024, "\(audioFrames) AAC frames: less than 8 s of sound in 10 s of media")
         let variant = try node.http("GET", "/hls/live/stream1/stream1_2/index.m3u8").body
         #expect(variant.contains("#EXT-X-DISCONTINUITY") || variant.contains("#EXTINF"), "\(variant)")
     }

@@ -89,4 +89,37 @@ import Testing
         // A truncated frame is not read past.
         #expect(streams.audio(adts: Array(Self.adts([1, 2, 3, 4]).prefix(8)), pts: 93_000).isEmpty)
     }
+
+    /// An MPEG-TS muxer may put the first AAC frame a second after the first pictures; a live
+    /// source is made with the tracks its first picture knows, so an SRT publisher's video waits
+    /// (bounded) for the announced audio's format. Without the wait an SRT publish had no audio.
+    @Test func picturesWaitForTheAnnouncedAudioFormat() {
+        var streams = ElementaryStreams(awaitsAudio: true)
+        #expect(streams.video(annexB: Self.annexB([Self.sps, Self.pps, [0x65, 0x88]]), pts: 0, isKeyframe: true).isEmpty)
+        #expect(streams.video(annexB: Self.annexB([[0x41, 0x9a]]), pts: 3000, isKeyframe: false).isEmpty)
+        #expect(streams.videoFormat?.width == 1280, "the SPS is read while its pictures wait")
+        let released = streams.audio(adts: Self.adts([1, 2]), pts: 1500)
+        guard case .formats(_?, _?) = released.first else {
+            Issue.record("the first event does not name both formats: \(released)")
+            return
+        }
+        let videoTimes = released.compactMap { if case let .video(_, time, _) = $0 { time.ticks } else { nil } }
+        #expect(videoTimes == [0, 3000], "\(released)")
+        #expect(released.allSatisfy { if case .formats(_, nil) = $0 { false } else { true } }, "a held format lost the audio")
+        #expect(streams.video(annexB: Self.annexB([[0x41, 0x9a]]), pts: 6000, isKeyframe: false).count == 1, "pictures no longer wait")
+
+        // No audio within the wait: the pictures go on without it, and the end gives back the rest.
+        var silent = ElementaryStreams(awaitsAudio: true)
+        var out = silent.video(annexB: Self.annexB([Self.sps, Self.pps, [0x65, 0x88]]), pts: 0, isKeyframe: true)
+        var pts: Int64 = 0
+        while out.isEmpty && pts < 10 * 90000 {
+            pts += 3000
+            out = silent.video(annexB: Self.annexB([[0x41, 0x9a]]), pts: pts, isKeyframe: false)
+        }
+        #expect(pts == ElementaryStreams.audioFormatWait, "released at \(pts)")
+        #expect(out.filter { if case .video = $0 { true } else { false } }.count == Int(pts / 3000) + 1)
+        var ending = ElementaryStreams(awaitsAudio: true)
+        _ = ending.video(annexB: Self.annexB([Self.sps, Self.pps, [0x65, 0x88]]), pts: 0, isKeyframe: true)
+        #expect(ending.finish().count == 2, "formats and the one picture")
+    }
 }
