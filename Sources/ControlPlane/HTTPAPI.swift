@@ -59,7 +59,21 @@ public enum HTTPAPI {
             do {
                 let stored = try await plane.provisions.add(streamManager2: body, nodeGroup: nodeGroup)
                 plane.logger.info("provisioned over HTTP", metadata: ["node.group": "\(nodeGroup)", "streams": "\(stored.map(\.streamGuid))"])
-                return rawJSON("[" + stored.map(\.document).joined(separator: ",") + "]", status: .created)
+                guard let warning = await plane.unservedGroupWarning(nodeGroup) else {
+                    return rawJSON("[" + stored.map(\.document).joined(separator: ",") + "]", status: .created)
+                }
+                // Kept (nodes of the group may come later), but said now, not first at publish time:
+                // in each document's `warnings` (SM 2.0 clients read the fields they know), a
+                // Warning header, and the log.
+                plane.logger.warning("provisioned under a node group no node serves", metadata: [
+                    "node.group": "\(nodeGroup)", "streams": "\(stored.map(\.streamGuid))", "warning": "\(warning)"])
+                let documents = stored.map { provision in
+                    guard case let .object(fields)? = try? JSONReader.parse(provision.document) else { return provision.document }
+                    return JSONValue.object(fields + [(key: "warnings", value: .array([.string(warning)]))]).jsonText
+                }
+                var response = rawJSON("[" + documents.joined(separator: ",") + "]", status: .created)
+                response.headers[HTTPField.Name("Warning")!] = "299 abr-worker \"\(warning.replacingOccurrences(of: "\"", with: "'"))\""
+                return response
             } catch {
                 return provisionFailure(error)
             }

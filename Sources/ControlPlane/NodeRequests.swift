@@ -92,6 +92,17 @@ extension ControlPlane {
         return try await store.nodes().filter { $0.nodeId != own.nodeId } + [own]
     }
 
+    /// Why a provision under `group` cannot be placed yet, when no live node serves that group
+    /// (nil when one does, or when the registry cannot be read: the provision is kept either way).
+    public func unservedGroupWarning(_ group: String) async -> String? {
+        guard let nodes = try? await fleetNodes() else { return nil }
+        let alive = nodes.filter { PlacementPolicy.isAlive($0) }
+        guard !alive.contains(where: { $0.nodeGroup == group }) else { return nil }
+        let served = Set(alive.map { $0.nodeGroup }).sorted()
+        return "no node serves node group \(group) (the nodes alive serve \(served.isEmpty ? "no group" : served.joined(separator: ", ")));"
+            + " node requests for these streams answer 503 until a node started with --node-group \(group) joins"
+    }
+
     /// Asks `nodeId` (this node or another) to move to `state`. False when the registry has no such node.
     public func requestNodeState(_ state: NodeState, nodeId: String) async throws -> Bool {
         if nodeId == fleet.identity.nodeId {

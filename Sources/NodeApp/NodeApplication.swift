@@ -148,19 +148,22 @@ private func assemble(_ settings: NodeSettings, environment: [String: String], m
         FileHandle.standardOutput.write(Data((lines.joined(separator: "\n") + "\n").utf8))
     }
     let httpHost = settings.httpHost ?? host
+    let served = identity
     let publishTarget = settings.publishLoop.flatMap { file in
         plane.node.ladders.first.map { ladder in (file, LoopPublisher.publishURL(rtspHost: host, port: listeners.rtspPort, ladder: ladder)) }
     }
     let http = try HTTPAPI.makeApplication(plane, host: httpHost, port: settings.httpPort, tls: tls) { port in
         plane.fleet.setPorts { $0.http = port }
         let base = "\(tls == nil ? "http" : "https")://\(httpHost):\(port)"
-        var lines = ["HTTP: \(base)/  (status page)   API: \(base)/as/v1/...   metrics: \(base)/metrics",
+        // Which group it serves comes first: a provision under another group is never placed here.
+        var lines = ["Node \(served.nodeId): serves node group \(served.nodeGroup), sub-group \(served.subGroup)"
+                        + " (provisions and node requests name the group; --node-group sets it)",
+                     "HTTP: \(base)/  (status page)   API: \(base)/as/v1/...   metrics: \(base)/metrics",
                      "RTSP: \(rtspBase)/<stream guid>"]
-        if let rtmp = plane.ingestBaseURLs.rtmp { lines.append("RTMP: \(rtmp)/<stream guid>  (publish only)") }
-        if let srt = plane.ingestBaseURLs.srt { lines.append("SRT: \(srt)?streamid=publish:<stream guid>  (publish only, MPEG-TS)") }
-        if let webrtc = plane.webrtcPort {
-            lines.append("WebRTC: \(base)/whep/<stream guid> (WHEP; media on UDP \(webrtc))   player page: \(base)/play/<stream guid>")
-        }
+        lines.append(plane.ingestBaseURLs.rtmp.map { "RTMP: \($0)/<stream guid>  (publish only)" } ?? "RTMP: off (--rtmp-port -1)")
+        lines.append(plane.ingestBaseURLs.srt.map { "SRT: \($0)?streamid=publish:<stream guid>  (publish only, MPEG-TS)" } ?? "SRT: off (--srt-port -1)")
+        lines.append(plane.webrtcPort.map { "WebRTC: \(base)/whep/<stream guid> (WHEP; media on UDP \($0))   player page: \(base)/play/<stream guid>" }
+                     ?? "WebRTC: off (--webrtc-port -1)")
         for ladder in plane.node.ladders {
             let credentials = ladder.publisherCredentials.map { " (as user \($0.username), with the provision's password)" } ?? ""
             lines.append("  \(ladder.streamGuid): publish to \(plane.publishURLs(top: ladder.top.streamGuid).joined(separator: " or "))\(credentials)")
@@ -269,7 +272,7 @@ private func startListeners(_ settings: NodeSettings, environment: [String: Stri
         rtmp.host = host
         rtmp.port = settings.rtmpPort
         let service = RTMPService(configuration: rtmp, registry: registry, policy: plane.node)
-        let port = try bind("RTMP", port: settings.rtmpPort, hint: " (--rtmp-port=-1 turns RTMP off)", service.start, shutdown: service.shutdown)
+        let port = try bind("RTMP", port: settings.rtmpPort, hint: " (--rtmp-port -1 turns RTMP off)", service.start, shutdown: service.shutdown)
         plane.setIngest(rtmp: "rtmp://\(host):\(port)")
         plane.fleet.setPorts { $0.rtmp = port }
         services.append(service)
@@ -281,7 +284,7 @@ private func startListeners(_ settings: NodeSettings, environment: [String: Stri
         srt.latencyMilliseconds = settings.srtLatencyMilliseconds
         srt.passphrase = environment["ABR_WORKER_SRT_PASSPHRASE"].flatMap { $0.isEmpty ? nil : $0 }
         let service = SRTService(configuration: srt, registry: registry, policy: plane.node)
-        let port = try bind("SRT", port: settings.srtPort, hint: " (--srt-port=-1 turns SRT off)", service.start, shutdown: service.shutdown)
+        let port = try bind("SRT", port: settings.srtPort, hint: " (--srt-port -1 turns SRT off)", service.start, shutdown: service.shutdown)
         plane.setIngest(srt: "srt://\(host):\(port)")
         plane.fleet.setPorts { $0.srt = port }
         services.append(service)
@@ -300,7 +303,7 @@ private func startListeners(_ settings: NodeSettings, environment: [String: Stri
             for close in bound.reversed() { close() }
             throw NodeStartFailure(kind: .environment, description: "cannot set up WebRTC's DTLS: \(error)")
         }
-        let port = try bind("WebRTC", port: settings.webrtcPort, hint: " (--webrtc-port=-1 turns WebRTC off)", service.start, shutdown: service.shutdown)
+        let port = try bind("WebRTC", port: settings.webrtcPort, hint: " (--webrtc-port -1 turns WebRTC off)", service.start, shutdown: service.shutdown)
         plane.attachWebRTC(service)
         plane.setWebRTCPort(port)
         services.append(WebRTCLifecycle(service: service))

@@ -38,13 +38,14 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "RTSP port for publishers and players; 0 picks a free one.")
     var rtspPort = 8554
 
-    @Option(help: "RTMP port for publishers (ffmpeg -f flv, OBS, GStreamer rtmp2sink); 0 picks a free one, -1 turns RTMP off.")
+    // Unconditional: `--rtmp-port -1` as the manual writes it (the parser would otherwise read -1 as an option).
+    @Option(parsing: .unconditional, help: "RTMP port for publishers (ffmpeg -f flv, OBS, GStreamer rtmp2sink); 0 picks a free one, -1 turns RTMP off.")
     var rtmpPort = 1935
 
-    @Option(help: "SRT port for MPEG-TS publishers (stream ID: #!::r=live/stream1_1,m=publish,u=USER,p=PASSWORD); 0 picks a free one, -1 turns SRT off. ABR_WORKER_SRT_PASSPHRASE, when set, makes publishers encrypt with it.")
+    @Option(parsing: .unconditional, help: "SRT port for MPEG-TS publishers (stream ID: #!::r=live/stream1_1,m=publish,u=USER,p=PASSWORD); 0 picks a free one, -1 turns SRT off. ABR_WORKER_SRT_PASSPHRASE, when set, makes publishers encrypt with it.")
     var srtPort = 8890
 
-    @Option(help: "UDP port for WebRTC viewers (WHEP at http://HOST:HTTP-PORT/whep/<stream guid>); 0 picks a free one, -1 turns WebRTC off.")
+    @Option(parsing: .unconditional, help: "UDP port for WebRTC viewers (WHEP at http://HOST:HTTP-PORT/whep/<stream guid>); 0 picks a free one, -1 turns WebRTC off.")
     var webrtcPort = 8189
 
     @Option(help: "An address browsers reach the WebRTC port at, announced as a host candidate (repeatable; for NAT and Kubernetes). Default: the listening address.")

@@ -126,6 +126,38 @@ import TestSupport
         #expect(!relogin.isEmpty)
     }
 
+    /// A new user's first steps: the manual's own off switches work as written (`--srt-port -1`,
+    /// which the argument parser once read as an option), the banner names the node group served,
+    /// and a provision under a group no node serves is kept but answered with a warning, not left
+    /// to fail at publish time.
+    @Test func firstStepsAsTheManualWritesThem() throws {
+        let manual = try String(contentsOfFile: repositoryFile("README.md"), encoding: .utf8)
+        let offSwitches = manual.matches(of: /--(rtmp|srt|webrtc)-port -1/).map { String($0.output.0) }
+        #expect(Set(offSwitches.map { $0.split(separator: " ")[0] }).count == 3, "the manual shows no off switch for each of RTMP, SRT, WebRTC: \(offSwitches)")
+        let scratch = Self.scratch()
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let node = try ServeProcess(dataDirectory: scratch.appendingPathComponent("data"),
+                                    arguments: Array(Set(offSwitches)).flatMap { $0.split(separator: " ").map(String.init) },
+                                    environment: Self.credentials)
+        defer { node.stop() }
+        #expect(node.rtmpBase == nil && node.srtBase == nil, "\(node.output)")
+        for off in ["RTMP: off", "SRT: off", "WebRTC: off", "serves node group default"] {
+            #expect(node.output.contains(off), "the banner does not say \(off): \(node.output)")
+        }
+        let token = try node.login(user: "manager", password: "s3cret-pass")
+        let auth = ["Authorization": "Bearer \(token)", "Content-Type": "application/json"]
+        let unserved = try node.http("POST", "/as/v1/streams/provision/studio", headers: auth, body: provisionBody)
+        #expect(unserved.status == 201, "\(unserved.body)")
+        let warnings = (unserved.json as? [[String: Any]])?.compactMap { $0["warnings"] as? [String] }.flatMap { $0 } ?? []
+        #expect(!warnings.isEmpty && warnings.allSatisfy { $0.contains("no node serves node group studio") && $0.contains("default") }, "\(unserved.body)")
+        #expect(node.waitFor(timeout: 5) { node.log.contains("provisioned under a node group no node serves") }, "\(node.log.suffix(800))")
+        let stored = try node.http("GET", "/as/v1/streams/provision/studio", headers: auth)
+        #expect(stored.status == 200 && !stored.body.contains("warnings"), "the warning is the answer's, not the provision's: \(stored.body)")
+        let served = try node.http("POST", "/as/v1/streams/provision/default", headers: auth,
+                                   body: provisionBody.replacingOccurrences(of: "live/stream1", with: "live/stream2"))
+        #expect(served.status == 201 && !served.body.contains("warnings"), "\(served.body)")
+    }
+
     /// The HTTP plane can listen apart from RTSP (here another loopback address).
     @Test func httpListensOnItsOwnHost() throws {
         let scratch = Self.scratch()

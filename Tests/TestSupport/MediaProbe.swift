@@ -6,6 +6,9 @@ public let fixturesDirectory = URL(fileURLWithPath: #filePath)
 
 public func fixture(_ path: String) -> String { fixturesDirectory.appendingPathComponent(path).path }
 
+/// A file of the repository (`README.md`, `docs/…`), for tests that hold the manual to its word.
+public func repositoryFile(_ path: String) -> String { fixturesDirectory.deletingLastPathComponent().appendingPathComponent(path).path }
+
 public struct ProcessResult: Sendable {
     public var status: Int32
     public var stdout: String
