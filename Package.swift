@@ -197,7 +197,7 @@ let package = Package(
             ]
         ),
         .executableTarget(name: "abr-fuzz", dependencies: ["FuzzTargets"]),
-        .testTarget(name: "MediaCoreTests", dependencies: ["MediaCore"]),
+        .testTarget(name: "MediaCoreTests", dependencies: ["MediaCore", "TestSupport"]),
         .testTarget(name: "LadderQualityTests", dependencies: ["LadderQuality"]),
         .testTarget(name: "WebRTCTests", dependencies: ["WebRTC", "WebRTCTransport", "WebRTCServer", "RTSPServer", "RTSP", "MediaCore",
                                                     .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")]),
