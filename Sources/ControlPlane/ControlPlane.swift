@@ -53,6 +53,8 @@ public final class ControlPlane: Sendable {
     public let hlsFiles: HLSFiles
     /// Live rungs' Low-Latency playlists, where blocked reloads wait (the writers publish there).
     public let livePlaylists = LivePlaylists.shared
+    /// The last ten minutes, for the status page's charts (`/v1/history`).
+    public let history = NodeHistory()
     public let httpConnections: HTTPConnectionLimiter
     /// Failed logins per address: 10 at once, then one every 3 s.
     let loginThrottle = AddressThrottle(burst: 10, interval: 3)
@@ -129,8 +131,14 @@ public final class ControlPlane: Sendable {
     func playerSwitched(_ move: PlayerSwitchEvent) {
         metrics.countPlayerSwitch(direction: move.direction)
         guard let ladder = ladder(containing: move.requested) else { return }
+        history.noteSwitch(ladder: ladder.streamGuid)
         events.publish(streamGuid: ladder.streamGuid, time: Date().timeIntervalSince1970, kind: "playerSwitched",
                        detail: "session \(move.session) \(move.direction) from \(move.from) to \(move.to): \(move.reason)")
+    }
+
+    /// Adds a sample to `history` (the node's service does, every `NodeHistory.interval`).
+    public func recordHistory() {
+        history.record(time: Date().timeIntervalSince1970, views: jobViews(), usage: ProcessUsage.current())
     }
 
     /// Ready: the RTSP server listens and the node is INSERVICE (false in SOFT_SUNSET, HARD_SUNSET

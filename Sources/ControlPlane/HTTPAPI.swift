@@ -221,6 +221,7 @@ public enum HTTPAPI {
             }
         }
         router.get("/v1/capacity") { _, _ in json(plane.capacitySnapshot()) }
+        router.get("/v1/history") { _, _ in json(plane.history.window) }
         router.get("/health") { _, _ in json(["status": "ok"]) }
         router.get("/ready") { _, _ in
             plane.isReady ? json(["status": "ready", "nodeState": plane.fleet.nodeState.rawValue])

@@ -14,6 +14,14 @@ public final class NodeMetrics: Sendable {
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
+        // Exported from the start at 0: a dashboard's rate() has a series before the first move.
+        for direction in ["up", "down"] { switchCounter(direction) }
+    }
+
+    @discardableResult
+    private func switchCounter(_ direction: String) -> Counter {
+        registry.makeCounter(name: "abr_worker_player_switches_total", labels: [("direction", direction == "up" ? "up" : "down")],
+                             help: "Moves of adaptive players between rungs, by direction.")
     }
 
     private func gauge(_ name: String, _ help: String, _ labels: [(String, String)] = []) -> Gauge {
@@ -22,8 +30,16 @@ public final class NodeMetrics: Sendable {
 
     /// A player moved between rungs ("down" or "up"): counted as it happens.
     public func countPlayerSwitch(direction: String) {
-        registry.makeCounter(name: "abr_worker_player_switches_total", labels: [("direction", direction == "up" ? "up" : "down")],
-                             help: "Moves of adaptive players between rungs, by direction.").increment()
+        switchCounter(direction).increment()
+    }
+
+    /// The fleet as this node's last heartbeat read the shared registry: its group's live nodes by state.
+    public func recordFleet(_ nodes: [NodeRecord], group: String) {
+        let alive = nodes.filter { $0.nodeGroup == group && PlacementPolicy.isAlive($0) }
+        for state in NodeState.allCases {
+            gauge("abr_worker_fleet_nodes", "Live nodes of this node's group in the shared registry, by state.", [("state", state.rawValue)])
+                .set(to: Double(alive.filter { $0.state == state }.count))
+        }
     }
 
     /// Refreshes every gauge, then renders the registry (including whatever else reports into it).
@@ -51,6 +67,11 @@ public final class NodeMetrics: Sendable {
         gauge("abr_worker_encode_load_ratio", "Fraction of the node's real-time encode capacity in use.").set(to: capacity.encodeLoad)
         gauge("abr_worker_accepts_jobs", "1 when the node has room for another job.").set(to: capacity.acceptsJob ? 1 : 0)
         gauge("abr_worker_sse_listeners", "Open Server-Sent-Event streams.").set(to: Double(sseListeners))
+        if let usage = ProcessUsage.current() {
+            gauge("abr_worker_process_cpu_seconds", "CPU time the node's process has used, user and system (take its rate for cores).")
+                .set(to: usage.cpuSeconds)
+            gauge("abr_worker_process_resident_bytes", "The node's resident memory.").set(to: Double(usage.residentBytes))
+        }
         for phase in ["ice", "dtls", "playing"] {
             gauge("abr_worker_webrtc_viewers", "WHEP sessions by phase (ICE, DTLS, playing).", [("phase", phase)])
                 .set(to: Double(webrtcViewers.filter { $0.state == phase }.count))

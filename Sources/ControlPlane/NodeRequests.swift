@@ -70,6 +70,7 @@ extension ControlPlane {
         } catch {
             logger.warning("heartbeat not stored: \(String(reflecting: error))")
         }
+        if let nodes = try? await fleetNodes() { metrics.recordFleet(nodes, group: record.nodeGroup) }
         await synchronizeProvisions()
     }
 

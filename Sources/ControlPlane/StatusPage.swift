@@ -25,7 +25,7 @@ enum StatusPage {
             let id = html(job.streamGuid)
             let rows = job.variants.map { v in
                 """
-                <tr data-variant="\(html(v.streamGuid))"><td>\(v.abrLevel)</td><td>\(v.width)×\(v.height)</td><td>\(v.declaredBitRate / 1000)k</td>\
+                <tr data-variant="\(html(v.streamGuid))"><td>\(v.abrLevel)</td><td>\(v.width)×\(v.height)</td><td>\(bitRate(v.declaredBitRate))</td>\
                 <td class="avg">–</td><td class="peak">–</td><td class="fps">–</td><td class="frames">–</td><td class="drops">–</td>\
                 <td class="players">–</td><td class="lat">–</td><td><a href="\(html(v.hls))">HLS</a>\(webrtc ? webrtcLink(v) : "") <code>\(html(v.rtsp ?? "\(rtsp)/\(v.streamGuid)"))</code></td></tr>
                 """
@@ -41,6 +41,10 @@ enum StatusPage {
               <table><thead><tr><th>Level</th><th>Size</th><th>Declared</th><th>Average</th><th>Peak</th><th>fps</th><th>Frames</th>\
             <th>Drops</th><th>Players</th><th>Latency p50/p99</th><th>Play</th></tr></thead>
               <tbody>\(rows)</tbody></table>
+              <div class="charts">
+                \(chart("bitrate", "Bit rate per rung"))\(chart("fps", "Frames per second per rung"))
+                \(chart("players", "Players per rung; ticks: switches"))\(chart("latency", "Added latency, worst rung: p50 and p99"))
+              </div>
               <table class="players"><thead><tr><th>Player</th><th>Transport</th><th>Asked for</th><th>Level now</th>\
             <th>Estimate</th><th>Switches</th><th>RTT / loss</th></tr></thead><tbody></tbody></table>
             </section>
@@ -59,16 +63,73 @@ enum StatusPage {
           td, th { border: 1px solid #ccc; padding: 2px 8px; text-align: right; }
           .state { font-size: 60%; padding: 2px 6px; border-radius: 4px; background: #eee; }
           video { background: #000; max-width: 100%; }
+          .charts { display: flex; flex-wrap: wrap; gap: 12px; margin: .5em 0; }
+          figure { margin: 0; } figcaption { font-size: 90%; color: #555; }
+          svg.chart { width: 320px; height: 130px; background: #fafafa; border: 1px solid #ddd; }
+          svg.chart text { font: 10px system-ui, sans-serif; fill: #555; }
         </style></head>
         <body>
         <h1>abr-worker</h1>
         <p id="capacity">Capacity: \(String(format: "%.0f", capacity.encodeLoad * 100)) % of \(String(format: "%g", capacity.capacityCores)) cores in use ·
           \(capacity.runningJobs) running of \(capacity.provisionedJobs) jobs · \(capacity.acceptsJob ? "accepts another job" : "full")</p>
+        <div class="charts" data-node>\(chart("cpu", "Node CPU (cores)"))\(chart("memory", "Node memory (resident)"))</div>
         \(sections)
-        <p><a href="/v1/jobs">/v1/jobs</a> · <a href="/v1/capacity">/v1/capacity</a> · <a href="/metrics">/metrics</a></p>
+        <p><a href="/v1/jobs">/v1/jobs</a> · <a href="/v1/capacity">/v1/capacity</a> · <a href="/v1/history">/v1/history</a> · <a href="/metrics">/metrics</a></p>
         <script>
         "use strict";
-        const kbps = b => b ? Math.round(b / 1000) + "k" : "–";
+        // Figures in the units people read: 950 kbit/s, 2.50 Mbit/s, 42.3 Gbit/s; 87 MiB.
+        const rate = b => !b ? "–" : b >= 1e9 ? (b / 1e9).toPrecision(3) + " Gbit/s" : b >= 1e6 ? (b / 1e6).toPrecision(3) + " Mbit/s" : Math.round(b / 1000) + " kbit/s";
+        const bytes = n => n >= 2 ** 30 ? (n / 2 ** 30).toPrecision(3) + " GiB" : Math.round(n / 2 ** 20) + " MiB";
+        const colors = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"];
+        const svgNS = "http://www.w3.org/2000/svg";
+        function svgElement(name, attributes, text) {
+          const element = document.createElementNS(svgNS, name);
+          for (const [key, value] of Object.entries(attributes)) element.setAttribute(key, value);
+          if (text != null) element.textContent = text;
+          return element;
+        }
+        // One chart of the last ten minutes: lines (name, [time, value] points), ticks at marked times.
+        function draw(svg, lines, format, marks = []) {
+          const width = 320, height = 130, left = 4, top = 14, bottom = 14, now = Date.now() / 1000, span = 600;
+          const x = t => left + (width - left - 4) * (1 - (now - t) / span);
+          const top_ = Math.max(0, ...lines.flatMap(l => l.points.map(p => p[1]))) * 1.1 || 1;
+          const y = v => height - bottom - (height - top - bottom) * v / top_;
+          const children = [svgElement("line", { x1: left, x2: width - 4, y1: y(0), y2: y(0), stroke: "#bbb" }),
+                            svgElement("text", { x: left, y: 10 }, format(top_)),
+                            svgElement("text", { x: left, y: height - 2 }, "−10 min"),
+                            svgElement("text", { x: width - 4, y: height - 2, "text-anchor": "end" }, "now")];
+          for (const t of marks) children.push(svgElement("line", { class: "mark", x1: x(t), x2: x(t), y1: y(0), y2: y(0) - 8, stroke: "#d62728" }));
+          lines.forEach((line, index) => {
+            const points = line.points.filter(p => p[1] != null && now - p[0] <= span);
+            children.push(svgElement("polyline", { fill: "none", stroke: line.color || colors[index % colors.length], "stroke-width": 1.5,
+                                                    "data-name": line.name, "data-points": points.length,
+                                                    points: points.map(p => x(p[0]).toFixed(1) + "," + y(p[1]).toFixed(1)).join(" ") }));
+            const last = points[points.length - 1];
+            children.push(svgElement("text", { x: width - 4, y: 10 + 11 * index, "text-anchor": "end", fill: line.color || colors[index % colors.length] },
+                                     line.name + (last ? " " + format(last[1]) : "")));
+          });
+          svg.replaceChildren(...children);
+        }
+        async function drawCharts() {
+          const history = await (await fetch("/v1/history", { cache: "no-store" })).json();
+          const samples = history.samples;
+          const node = document.querySelector("[data-node]");
+          draw(node.querySelector("[data-chart=cpu]"), [{ name: "cores", points: samples.map(s => [s.time, s.cpuCores]) }], v => v.toFixed(2));
+          draw(node.querySelector("[data-chart=memory]"), [{ name: "RSS", points: samples.map(s => [s.time, s.residentBytes]) }], bytes);
+          for (const section of document.querySelectorAll("section[data-job]")) {
+            const jobAt = s => s.jobs.find(j => j.streamGuid === section.dataset.job);
+            const levels = [...new Set(samples.flatMap(s => (jobAt(s)?.rungs || []).map(r => r.level)))].sort((a, b) => a - b);
+            const perRung = field => levels.map((level, index) => ({ name: "L" + level, color: colors[index % colors.length],
+              points: samples.map(s => [s.time, jobAt(s)?.rungs.find(r => r.level === level)?.[field]]) }));
+            const marks = samples.filter(s => (jobAt(s)?.switches || 0) > 0).map(s => s.time);
+            const worst = field => samples.map(s => [s.time, Math.max(...(jobAt(s)?.rungs || []).map(r => r[field] ?? 0), 0)]);
+            draw(section.querySelector("[data-chart=bitrate]"), perRung("bitRate"), rate);
+            draw(section.querySelector("[data-chart=fps]"), perRung("fps"), v => v.toFixed(1));
+            draw(section.querySelector("[data-chart=players]"), perRung("players"), v => v.toFixed(0), marks);
+            draw(section.querySelector("[data-chart=latency]"), [{ name: "p50", points: worst("latencyP50Ms") },
+                                                                 { name: "p99", points: worst("latencyP99Ms") }], v => v.toFixed(0) + " ms");
+          }
+        }
         async function refresh() {
           try {
             const jobs = await (await fetch("/v1/jobs", { cache: "no-store" })).json();
@@ -82,7 +143,7 @@ enum StatusPage {
                 const row = [...section.querySelectorAll("tr[data-variant]")].find(r => r.dataset.variant === v.streamGuid);
                 if (!row) continue;
                 const set = (c, t) => row.querySelector(c).textContent = t;
-                set(".avg", kbps(v.averageBitRate)); set(".peak", kbps(v.peakBitRate)); set(".fps", v.fps);
+                set(".avg", rate(v.averageBitRate)); set(".peak", rate(v.peakBitRate)); set(".fps", v.fps);
                 set(".frames", v.framesOut); set(".drops", v.shed ? v.droppedFrames + " (shed)" : v.droppedFrames); set(".players", v.players);
                 set(".lat", v.latencyP50Ms == null ? "–" : `${v.latencyP50Ms}/${v.latencyP99Ms} ms`);
               }
@@ -91,7 +152,7 @@ enum StatusPage {
                 const row = document.createElement("tr");
                 row.dataset.session = p.session;
                 for (const text of [p.address || p.session, p.transport, p.requested, (p.abrLevel ?? "–") + (p.adaptive ? "" : " (pinned)"),
-                                    kbps(p.estimateBitRate), p.switches,
+                                    rate(p.estimateBitRate), p.switches,
                                     p.roundTripMs == null ? "–" : `${p.roundTripMs} ms / ${p.lossPercent ?? 0} %`]) {
                   const cell = document.createElement("td");
                   cell.textContent = text;
@@ -100,6 +161,7 @@ enum StatusPage {
                 return row;
               }));
             }
+            await drawCharts();
           } catch (e) { /* the node restarting: try again next time */ }
           for (const section of document.querySelectorAll("section[data-job]")) {
             const video = section.querySelector("video");
@@ -139,6 +201,19 @@ enum StatusPage {
         }
         </script>
         """
+
+    /// An empty chart the page's script draws into.
+    static func chart(_ name: String, _ caption: String) -> String {
+        "<figure><figcaption>\(html(caption))</figcaption><svg class=\"chart\" data-chart=\"\(name)\" viewBox=\"0 0 320 130\"></svg></figure>"
+    }
+
+    /// A bit rate as people read it: 950 kbit/s, 2.50 Mbit/s, 42.3 Gbit/s.
+    static func bitRate(_ bitsPerSecond: Int) -> String {
+        let value = Double(bitsPerSecond)
+        if value >= 1e9 { return String(format: "%.3g Gbit/s", value / 1e9) }
+        if value >= 1e6 { return String(format: "%.3g Mbit/s", value / 1e6) }
+        return "\(bitsPerSecond / 1000) kbit/s"
+    }
 
     static func html(_ text: String) -> String {
         text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")

@@ -49,15 +49,24 @@ struct NodeService: Service {
     let logger: Logger
 
     func run() async throws {
-        if statusInterval > 0 {
-            try? await cancelWhenGracefulShutdown {
-                while true {
-                    try await Task.sleep(for: .seconds(statusInterval))
-                    logStatus()
+        try? await cancelWhenGracefulShutdown {
+            await withDiscardingTaskGroup { group in
+                // The charts' samples, from the first moment: a page opened at start has a point.
+                group.addTask {
+                    while !Task.isCancelled {
+                        plane.recordHistory()
+                        try? await Task.sleep(for: .seconds(NodeHistory.interval))
+                    }
+                }
+                if statusInterval > 0 {
+                    group.addTask {
+                        while !Task.isCancelled {
+                            try? await Task.sleep(for: .seconds(statusInterval))
+                            if !Task.isCancelled { logStatus() }
+                        }
+                    }
                 }
             }
-        } else {
-            try? await gracefulShutdown()
         }
         logger.info("shutting down: finishing jobs")
         _ = try? await ControlPlane.offload { plane.drain() }

@@ -8,7 +8,7 @@ import TestSupport
 /// puts a running node in SOFT_SUNSET.
 @Suite struct DeploymentTests {
     static let deploy = fixturesDirectory.appendingPathComponent("deploy")
-    static let manifests = ["abr-worker.yaml", "secret.example.yaml", "prometheus-adapter-rules.yaml"]
+    static let manifests = ["abr-worker.yaml", "secret.example.yaml", "prometheus-adapter-rules.yaml", "prometheus-scrape-config.yaml"]
         .map { deploy.appendingPathComponent("kubernetes/\($0)").path }
     /// Installed by `./abr test` (and `./abr deps`) into the build folder.
     static let validator = fixturesDirectory.deletingLastPathComponent().appendingPathComponent(".build/python/bin/kubernetes-validate").path
@@ -31,7 +31,7 @@ import TestSupport
         let result = try runProcess(Self.validator, ["--strict"] + Self.manifests, timeout: 120)
         #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
         for kind in ["deployment/abr-worker", "service/abr-worker-http", "poddisruptionbudget/abr-worker", "horizontalpodautoscaler/abr-worker",
-                     "secret/abr-worker", "configmap/abr-worker-adapter-rules"] {
+                     "secret/abr-worker", "configmap/abr-worker-adapter-rules", "configmap/abr-worker-prometheus"] {
             #expect(result.stdout.contains("passed for resource \(kind)") || result.stderr.contains("passed for resource \(kind)"), "\(kind)")
         }
     }
@@ -95,5 +95,59 @@ import TestSupport
             let owner = try runProcess("/usr/bin/dpkg", ["-S", library]).stdout
             #expect(runtime.contains { owner.contains("\($0):") }, "\(library) (\(owner.prefix(60))) comes from a runtime package")
         }
+    }
+
+    /// The Grafana dashboard asks only for series a live node exports, and Prometheus's scrape job
+    /// finds the Deployment's pods on a port the container has.
+    @Test func theDashboardQueriesOnlyWhatTheNodeExports() throws {
+        let dashboard = try String(contentsOfFile: Self.deploy.appendingPathComponent("grafana/abr-worker-dashboard.json").path, encoding: .utf8)
+        let parsed = try #require(try JSONSerialization.jsonObject(with: Data(dashboard.utf8)) as? [String: Any])
+        var expressions: [String] = []
+        func collect(_ value: Any) {
+            if let object = value as? [String: Any] {
+                for (key, field) in object {
+                    if ["expr", "definition"].contains(key), let text = field as? String { expressions.append(text) } else { collect(field) }
+                }
+            } else if let array = value as? [Any] {
+                array.forEach(collect)
+            }
+        }
+        collect(parsed)
+        let asked = Set(expressions.flatMap { $0.matches(of: /abr_worker_[a-z0-9_]+/).map { String($0.output) } })
+        #expect(asked.count >= 20, "\(asked.sorted())")
+        for topic in ["abr_worker_variant_bitrate_bps", "abr_worker_players", "abr_worker_player_switches_total",
+                      "abr_worker_publishers_by_protocol", "abr_worker_fleet_nodes"] {
+            #expect(asked.contains(topic), "the dashboard leaves out \(topic)")
+        }
+
+        let scratch = ServeTests.scratch()
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let node = try ServeProcess(dataDirectory: scratch, arguments: ["--provision", fixture("provisions/sm2-3-level.json")],
+                                    environment: ServeTests.credentials)
+        defer { node.stop() }
+        var exported: Set<String> = []
+        _ = try node.waitFor(timeout: 10) {
+            let metrics = try node.http("GET", "/metrics").body
+            exported = Set(metrics.split(separator: "\n").filter { $0.hasPrefix("# TYPE abr_worker_") }.compactMap { $0.split(separator: " ").dropFirst(2).first.map(String.init) })
+            return exported.contains("abr_worker_fleet_nodes")
+        }
+        let missing = asked.subtracting(exported)
+        #expect(missing.isEmpty, "the dashboard asks for series the node does not export: \(missing.sorted())")
+
+        let script = """
+            import json, sys, yaml
+            config = yaml.safe_load(yaml.safe_load(open(sys.argv[1]))["data"]["prometheus.yml"])
+            print(json.dumps(config))
+            """
+        let scrape = try runProcess(Self.python, ["-c", script, Self.deploy.appendingPathComponent("kubernetes/prometheus-scrape-config.yaml").path])
+        let job = try #require(((try JSONSerialization.jsonObject(with: Data(scrape.stdout.utf8)) as? [String: Any])?["scrape_configs"] as? [[String: Any]])?.first,
+                               "\(scrape.stderr)")
+        #expect(job["metrics_path"] as? String == "/metrics")
+        let relabel = job["relabel_configs"] as? [[String: Any]] ?? []
+        let portName = relabel.first { ($0["source_labels"] as? [String]) == ["__meta_kubernetes_pod_container_port_name"] }?["regex"] as? String
+        let container = try #require(((((try Self.deployment()["spec"] as? [String: Any])?["template"] as? [String: Any])?["spec"] as? [String: Any])?["containers"] as? [[String: Any]])?.first)
+        let ports = (container["ports"] as? [[String: Any]] ?? []).compactMap { $0["name"] as? String }
+        #expect(portName != nil && ports.contains(portName!), "the scrape job keeps port \(portName ?? "none"); the container has \(ports)")
+        #expect(try node.http("GET", "/metrics").body.contains("abr_worker_player_switches_total{direction=\"up\"} 0"))
     }
 }

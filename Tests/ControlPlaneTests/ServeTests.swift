@@ -262,6 +262,26 @@ import TestSupport
         let script = fixturesDirectory.deletingLastPathComponent().appendingPathComponent("Tests/Peers/chromium-video-check.py")
         let check = try runProcess("/usr/bin/python3", [script.path, node.httpBase + "/", "40"], timeout: 120)
         #expect(check.status == 0, "\(check.stdout.suffix(1500)) \(check.stderr.suffix(500))")
+
+        // The charts: drawn from the node's own history, with data points, in human units.
+        let history = try node.http("GET", "/v1/history")
+        let samples = (history.json as? [String: Any])?["samples"] as? [[String: Any]] ?? []
+        #expect(samples.count >= 3 && samples.last?["residentBytes"] as? Int ?? 0 > 10_000_000, "\(history.body.prefix(600))")
+        let rungs = ((samples.last?["jobs"] as? [[String: Any]])?.first?["rungs"] as? [[String: Any]]) ?? []
+        #expect(rungs.count == 3 && rungs.allSatisfy { ($0["fps"] as? Double ?? 0) > 0 && ($0["bitRate"] as? Int ?? 0) > 0 }, "\(rungs)")
+        let screenshot = scratch.appendingPathComponent("status.png")
+        let charts = try runProcess("/usr/bin/python3", [fixturesDirectory.deletingLastPathComponent().appendingPathComponent("Tests/Peers/chromium-status-charts.py").path,
+                                                         node.httpBase + "/", screenshot.path, "30"], timeout: 90)
+        #expect(charts.status == 0, "\(charts.stdout.suffix(3000)) \(charts.stderr.suffix(500))")
+        let drawn = (try? JSONSerialization.jsonObject(with: Data(charts.stdout.utf8))) as? [String: Any]
+        let names = Set(((drawn?["charts"] as? [[String: Any]]) ?? []).compactMap { $0["chart"] as? String })
+        #expect(names == ["cpu", "memory", "bitrate", "fps", "players", "latency"], "\(names)")
+        let labels = ((drawn?["charts"] as? [[String: Any]]) ?? []).filter { $0["chart"] as? String == "bitrate" }
+            .flatMap { $0["labels"] as? [String] ?? [] }
+        #expect(labels.contains { $0.hasSuffix("kbit/s") || $0.hasSuffix("Mbit/s") }, "bit rates not in human units: \(labels)")
+        #expect((try? Data(contentsOf: screenshot).count) ?? 0 > 10_000, "no screenshot")
+        let page = try node.http("GET", "/").body
+        #expect(page.contains("Mbit/s") || page.contains("kbit/s"), "the declared rates are not in human units")
         node.stop()
         #expect(node.process.terminationStatus == 0)
         #expect(!node.log.contains("loop publisher did not stop"), "ffmpeg must get SIGINT's default action back")
