@@ -87,6 +87,11 @@ public struct ProcessUsage: Sendable, Equatable {
     public var cpuSeconds: Double
     public var residentBytes: Int
 
+    public init(cpuSeconds: Double, residentBytes: Int) {
+        self.cpuSeconds = cpuSeconds
+        self.residentBytes = residentBytes
+    }
+
     /// Reads `/proc/self/stat` (utime and stime, fields 14 and 15) and `/proc/self/statm`
     /// (resident pages); nil where they cannot be read.
     public static func current() -> ProcessUsage? {
