@@ -54,10 +54,14 @@ let package = Package(
             dependencies: ["MediaCore", .product(name: "NIOCore", package: "swift-nio"), .product(name: "Crypto", package: "swift-crypto"),
                            .product(name: "ExtrasBase64", package: "swift-extras-base64")]
         ),
+        // The publish contract every ingest protocol shares: the node's policy, one publisher
+        // slot per stream, connection quotas, credentials and in-band picture checks, refusal logs.
+        .target(name: "Ingest", dependencies: ["MediaCore", .product(name: "Logging", package: "swift-log"),
+                                              .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")]),
         .target(
             name: "RTSPServer",
             dependencies: [
-                "RTSP", "MediaCore", "PlaybackAccess",
+                "RTSP", "MediaCore", "PlaybackAccess", "Ingest",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -76,7 +80,7 @@ let package = Package(
         .target(
             name: "WebRTCServer",
             dependencies: [
-                "WebRTC", "WebRTCTransport", "RTSPServer", "RTSP", "MediaCore",
+                "WebRTC", "WebRTCTransport", "RTSPServer", "Ingest", "RTSP", "MediaCore",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -94,7 +98,7 @@ let package = Package(
         .target(
             name: "RTMPServer",
             dependencies: [
-                "RTMP", "RTSP", "RTSPServer", "MediaCore",
+                "RTMP", "Ingest", "MediaCore",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -108,7 +112,7 @@ let package = Package(
         .target(
             name: "SRTServer",
             dependencies: [
-                "CSRT", "FFmpegBridge", "RTSP", "RTSPServer", "MediaCore",
+                "CSRT", "FFmpegBridge", "Ingest", "MediaCore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -118,7 +122,7 @@ let package = Package(
         .target(
             name: "LiveNode",
             dependencies: [
-                "RTSPServer", "RTSP", "Transcoder", "MediaCore",
+                "RTSPServer", "Ingest", "RTSP", "Transcoder", "MediaCore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]
@@ -138,7 +142,7 @@ let package = Package(
         .target(
             name: "ControlPlane",
             dependencies: [
-                "LiveNode", "RTSPServer", "RTSP", "Transcoder", "MediaCore", "Store", "PlaybackAccess", "WebRTCServer",
+                "LiveNode", "RTSPServer", "Ingest", "RTSP", "Transcoder", "MediaCore", "Store", "PlaybackAccess", "WebRTCServer",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 // HTTPS with HTTP/2 (Low-Latency HLS players ask for it) when the node has a certificate.
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -169,7 +173,7 @@ let package = Package(
         .target(
             name: "NodeApp",
             dependencies: [
-                "Transcoder", "MediaCore", "RTSPServer", "RTMPServer", "SRTServer", "WebRTCServer", "LiveNode", "ControlPlane", "Store", "CAllocator",
+                "Transcoder", "MediaCore", "RTSPServer", "Ingest", "RTMPServer", "SRTServer", "WebRTCServer", "LiveNode", "ControlPlane", "Store", "CAllocator",
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -191,7 +195,7 @@ let package = Package(
         .target(
             name: "FuzzTargets",
             dependencies: [
-                "RTSP", "RTMP", "RTSPServer", "Transcoder", "MediaCore", "WebRTC",
+                "RTSP", "RTMP", "RTSPServer", "Ingest", "Transcoder", "MediaCore", "WebRTC",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ]
@@ -199,7 +203,7 @@ let package = Package(
         .executableTarget(name: "abr-fuzz", dependencies: ["FuzzTargets"]),
         .testTarget(name: "MediaCoreTests", dependencies: ["MediaCore", "TestSupport"]),
         .testTarget(name: "LadderQualityTests", dependencies: ["LadderQuality"]),
-        .testTarget(name: "WebRTCTests", dependencies: ["WebRTC", "WebRTCTransport", "WebRTCServer", "RTSPServer", "RTSP", "MediaCore",
+        .testTarget(name: "WebRTCTests", dependencies: ["WebRTC", "WebRTCTransport", "WebRTCServer", "RTSPServer", "Ingest", "RTSP", "MediaCore",
                                                     .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")]),
         .testTarget(name: "RTMPTests", dependencies: ["RTMP", "MediaCore", .product(name: "NIOCore", package: "swift-nio"),
                                                     .product(name: "Crypto", package: "swift-crypto")]),
@@ -216,7 +220,7 @@ let package = Package(
         ),
         .testTarget(
             name: "RTSPServerTests",
-            dependencies: ["RTSPServer", "RTSP", "MediaCore", "Transcoder", "LiveNode", "TestSupport", "RTMP", "RTMPServer",
+            dependencies: ["RTSPServer", "Ingest", "RTSP", "MediaCore", "Transcoder", "LiveNode", "TestSupport", "RTMP", "RTMPServer",
                            .product(name: "NIOCore", package: "swift-nio"),
                            .product(name: "NIOEmbedded", package: "swift-nio"),
                            .product(name: "NIOPosix", package: "swift-nio"),
@@ -226,7 +230,7 @@ let package = Package(
                                                           .product(name: "NIOCore", package: "swift-nio")]),
         .testTarget(
             name: "ControlPlaneTests",
-            dependencies: ["ControlPlane", "Store", "LiveNode", "MediaCore", "TestSupport", "Transcoder", "NodeApp", "PlaybackAccess",
+            dependencies: ["ControlPlane", "Store", "LiveNode", "MediaCore", "TestSupport", "Transcoder", "NodeApp", "PlaybackAccess", "Ingest",
                            .product(name: "Hummingbird", package: "hummingbird"),
                            .product(name: "NIOHTTP1", package: "swift-nio"),
                            .product(name: "NIOPosix", package: "swift-nio"),

@@ -1,7 +1,7 @@
 import HTTPTypes
 import Hummingbird
 import HummingbirdAuth
-import RTSP
+import MediaCore
 
 /// Who a request acts as, once a route group's authenticator has accepted its credentials.
 public struct APIIdentity: Sendable, Equatable {

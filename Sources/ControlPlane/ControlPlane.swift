@@ -1,9 +1,10 @@
 import Foundation
-import PlaybackAccess
-import Logging
+import Ingest
 import LiveNode
+import Logging
 import MediaCore
 import NIOPosix
+import PlaybackAccess
 import RTSPServer
 import Store
 import Synchronization

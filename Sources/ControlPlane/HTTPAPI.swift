@@ -5,7 +5,6 @@ import HummingbirdCore
 import HummingbirdHTTP2
 import NIOSSL
 import PlaybackAccess
-import RTSP
 import Logging
 import MediaCore
 import NIOCore

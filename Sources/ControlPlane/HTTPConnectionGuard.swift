@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import HummingbirdAuth
 import HummingbirdCore
+import Ingest
 import Logging
 import NIOCore
 import NIOHTTPTypes

@@ -1,7 +1,7 @@
 import Foundation
-import Store
 import Prometheus
 import RTSPServer
+import Store
 import Transcoder
 import WebRTCServer
 

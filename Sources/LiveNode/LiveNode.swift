@@ -1,7 +1,8 @@
 import Foundation
+import Ingest
 import Logging
-import NIOPosix
 import MediaCore
+import NIOPosix
 import RTSP
 import RTSPServer
 import Synchronization
@@ -90,7 +91,7 @@ public final class LiveNode: PublishPolicy, Sendable {
             guard let ladder = state.ladders.removeValue(forKey: streamGuid) else { throw .notProvisioned(streamGuid) }
             return (ladder, state.jobs.removeValue(forKey: streamGuid), state.pushers.removeValue(forKey: streamGuid) ?? [])
         }
-        registry.revokePublisher(ladder.top.streamGuid, reason: "\(streamGuid) is no longer provisioned")
+        registry.publishers.revokePublisher(ladder.top.streamGuid, reason: "\(streamGuid) is no longer provisioned")
         pushers.forEach { $0.stop() }
         job?.stop()
         job?.waitUntilEnded(timeout: 30)
@@ -148,10 +149,10 @@ public final class LiveNode: PublishPolicy, Sendable {
                 let delay = self?.publisherRelease.withLock { $0 } ?? 0
                 if delay > 0 {
                     DispatchQueue.global().asyncAfter(deadline: .now() + delay) {
-                        registry.revokePublisher(top, reason: "the node left service")
+                        registry.publishers.revokePublisher(top, reason: "the node left service")
                     }
                 } else {
-                    registry.revokePublisher(top, reason: "the job of \(guid) ended")
+                    registry.publishers.revokePublisher(top, reason: "the job of \(guid) ended")
                 }
             }
             listener?(guid, event)

@@ -143,7 +143,7 @@ public enum H264 {
         // unless profile and constraints are both zero, which no real profile is.
         let payload = removingEmulationPrevention(bytes[1...])
         guard payload.count >= 3 else { return nil }
-        return "avc1." + payload[0..<3].map { hex2($0) }.joined()
+        return "avc1." + lowercaseHex(payload[0..<3])
     }
 
     /// Removes the 0x03 in every 00 00 03 sequence (§7.4.1) to get the RBSP.
@@ -165,11 +165,6 @@ public enum H264 {
     /// Builds Annex B extradata (start code + unit each) from parameter sets.
     public static func annexB(_ units: [[UInt8]]) -> [UInt8] {
         units.flatMap { [0, 0, 0, 1] + $0 }
-    }
-
-    static func hex2(_ byte: UInt8) -> String {
-        let digits = Array("0123456789abcdef")
-        return String([digits[Int(byte >> 4)], digits[Int(byte & 0x0F)]])
     }
 }
 

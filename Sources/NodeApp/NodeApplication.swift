@@ -7,11 +7,11 @@ import NIOSSL
 import RTMPServer
 import RTSPServer
 import SRTServer
-import WebRTCServer
 import ServiceLifecycle
 import Store
 import Transcoder
 import UnixSignals
+import WebRTCServer
 
 /// Why a node could not start: what the operator must fix, said once.
 public struct NodeStartFailure: Error, CustomStringConvertible {
@@ -271,7 +271,7 @@ private func startListeners(_ settings: NodeSettings, environment: [String: Stri
         var rtmp = RTMPService.Configuration()
         rtmp.host = host
         rtmp.port = settings.rtmpPort
-        let service = RTMPService(configuration: rtmp, registry: registry, policy: plane.node)
+        let service = RTMPService(configuration: rtmp, publishers: registry.publishers, policy: plane.node)
         let port = try bind("RTMP", port: settings.rtmpPort, hint: " (--rtmp-port -1 turns RTMP off)", service.start, shutdown: service.shutdown)
         plane.setIngest(rtmp: "rtmp://\(host):\(port)")
         plane.fleet.setPorts { $0.rtmp = port }
@@ -283,7 +283,7 @@ private func startListeners(_ settings: NodeSettings, environment: [String: Stri
         srt.port = settings.srtPort
         srt.latencyMilliseconds = settings.srtLatencyMilliseconds
         srt.passphrase = environment["ABR_WORKER_SRT_PASSPHRASE"].flatMap { $0.isEmpty ? nil : $0 }
-        let service = SRTService(configuration: srt, registry: registry, policy: plane.node)
+        let service = SRTService(configuration: srt, publishers: registry.publishers, policy: plane.node)
         let port = try bind("SRT", port: settings.srtPort, hint: " (--srt-port -1 turns SRT off)", service.start, shutdown: service.shutdown)
         plane.setIngest(srt: "srt://\(host):\(port)")
         plane.fleet.setPorts { $0.srt = port }

@@ -1,10 +1,9 @@
 import Dispatch
+import Ingest
 import Logging
 import MediaCore
 import NIOCore
 import RTMP
-import RTSP
-import RTSPServer
 
 /// One RTMP connection: answers the handshake, runs the publisher's `RTMPPublishSession`, asks
 /// the node whether it may publish, and writes its media into the sink the node gave. Its
@@ -99,10 +98,7 @@ final class RTMPConnectionHandler: ChannelInboundHandler {
     private func receive(_ event: MediaSinkEvent, context: ChannelHandlerContext) {
         guard let sink else { return }
         if case let .formats(video?, _) = event {
-            let refusal = video.width * video.height > service.configuration.maximumPublishPixels
-                ? "the stream's SPS announces a \(video.width)x\(video.height) picture, larger than the node's limit of \(service.configuration.maximumPublishPixels) pixels"
-                : sink.refusal(of: video)
-            if let refusal {
+            if let refusal = PublishAdmission.refusal(of: video, maximumPixels: service.configuration.maximumPublishPixels, sink: sink) {
                 logger.warning("publish stopped: \(refusal)", metadata: ["stream.guid": "\(claimedPath ?? "?")"])
                 perform(session.stop(refusal), context: context)
                 return
@@ -115,13 +111,10 @@ final class RTMPConnectionHandler: ChannelInboundHandler {
     /// Authentication, the node's policy, then the path's publisher slot.
     private func decide(_ intent: RTMPPublishIntent, context: ChannelHandlerContext) -> [RTMPPublishSession.Action] {
         let path = intent.path
-        if let required = service.policy.publisherCredentials(for: path) {
-            guard let user = intent.username, let password = intent.password,
-                  constantTimeEqual(user, required.username), constantTimeEqual(password, required.password) else {
-                service.refusals.log(logger, "authentication failed", kind: "authentication", metadata: ["stream.guid": "\(path)", "rtmp.address": "\(remote)"])
-                return session.refuse(code: "NetConnection.Connect.Rejected",
-                                      description: "\(path) needs the provision's credentials (?user=…&password=… on the stream key or the URL)")
-            }
+        guard PublishAdmission.credentialsAccepted(for: path, user: intent.username, password: intent.password, policy: service.policy) else {
+            service.refusals.log(logger, "authentication failed", kind: "authentication", metadata: ["stream.guid": "\(path)", "rtmp.address": "\(remote)"])
+            return session.refuse(code: "NetConnection.Connect.Rejected",
+                                  description: "\(path) needs the provision's credentials (?user=…&password=… on the stream key or the URL)")
         }
         switch service.policy.decide(PublishRequest(path: path, remoteAddress: remote, transport: "rtmp", sps: nil)) {
         case let .refuse(status, reason):
@@ -130,7 +123,7 @@ final class RTMPConnectionHandler: ChannelInboundHandler {
         case let .accept(sink):
             let channel = context.channel
             let (logger, service) = (self.logger, self.service)
-            let claim = service.registry.claimOrTakeOver(path, session: id, takeoverSilence: service.configuration.publisherTakeoverSilence,
+            let claim = service.publishers.claimOrTakeOver(path, session: id, takeoverSilence: service.configuration.publisherTakeoverSilence,
                                                          revoke: { reason in
                 logger.notice("publish revoked: \(reason)", metadata: ["stream.guid": "\(path)"])
                 channel.close(promise: nil)
@@ -150,7 +143,7 @@ final class RTMPConnectionHandler: ChannelInboundHandler {
     /// The publish is over (the connection may stay for a little while, as clients close it).
     private func endPublish(reason: String) {
         if let path = claimedPath {
-            service.registry.releasePublisher(path, session: id)
+            service.publishers.releasePublisher(path, session: id)
             claimedPath = nil
             logger.info("publisher ended: \(reason)", metadata: ["stream.guid": "\(path)"])
         }

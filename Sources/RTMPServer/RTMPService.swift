@@ -1,10 +1,10 @@
 import Dispatch
+import Ingest
 import Logging
 import MediaCore
 import NIOCore
 import NIOPosix
 import RTMP
-import RTSPServer
 import ServiceLifecycle
 import Synchronization
 
@@ -28,12 +28,13 @@ public final class RTMPService: Sendable {
         public var publisherTakeoverSilence = 5.0
         public var limits = RTMPChunkDecoder.Limits()
         /// The largest picture (width × height from the sequence header's SPS) a publisher may send.
-        public var maximumPublishPixels = 4096 * 2304
+        public var maximumPublishPixels = PublishAdmission.defaultMaximumPixels
         public init() {}
     }
 
     public let configuration: Configuration
-    let registry: StreamRegistry
+    /// The node's publisher slots: one publisher per stream, whatever its protocol.
+    let publishers: PublisherSlots
     let policy: any PublishPolicy
     let logger: Logger
     let connections: ConnectionQuota
@@ -43,10 +44,10 @@ public final class RTMPService: Sendable {
     static let closeWait = TimeAmount.seconds(2)
     private let state = Mutex<(group: MultiThreadedEventLoopGroup?, server: Channel?, open: [ObjectIdentifier: Channel])>((nil, nil, [:]))
 
-    public init(configuration: Configuration, registry: StreamRegistry, policy: any PublishPolicy,
+    public init(configuration: Configuration, publishers: PublisherSlots, policy: any PublishPolicy,
                 logger: Logger = Logger(label: "abr.rtmp")) {
         self.configuration = configuration
-        self.registry = registry
+        self.publishers = publishers
         self.policy = policy
         self.logger = logger
         connections = ConnectionQuota(total: configuration.maximumConnections, perAddress: configuration.maximumConnectionsPerAddress)

@@ -1,4 +1,5 @@
 #if canImport(Glibc)
+import Ingest
 import Glibc
 #endif
 import DequeModule
@@ -228,7 +229,7 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
 
     private func allowed(for session: ServerSession) -> String {
         let machine = session.state.withLock { $0.machine }
-        return RTSPService.supportedMethods.split(separator: ",").map { String($0).trimmedSpaces }
+        return RTSPService.supportedMethods.split(separator: ",").map(\.trimmed)
             .filter { machine.decide($0) != .notValidInState }.joined(separator: ", ")
     }
 
@@ -320,7 +321,7 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
             }
             // The same publisher (it passed the same credentials) may take over from its own
             // session once that has gone silent.
-            let claim = server.registry.claimOrTakeOver(path, session: session.id, takeoverSilence: server.configuration.publisherTakeoverSilence,
+            let claim = server.registry.publishers.claimOrTakeOver(path, session: session.id, takeoverSilence: server.configuration.publisherTakeoverSilence,
                                                          revoke: revoke) { [weak session] in
                 session.map { Double($0.mediaIdleNanoseconds) / 1e9 } ?? .infinity
             }
@@ -329,7 +330,7 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
             }
             if claim.tookOver { logger.info("publisher takes over a silent session", metadata: ["stream.guid": "\(path)"]) }
             if let refusal = server.sessions.insert(session, limits: server.sessionLimits(for: .publisher)) {
-                server.registry.releasePublisher(path, session: session.id)
+                server.registry.publishers.releasePublisher(path, session: session.id)
                 return Outcome(response: RTSPResponse(status: 503, body: Array("\(refusal)\n".utf8)))
             }
             ownedSessions.insert(session.id)
@@ -527,7 +528,7 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
         // Publishers report app state (`publisherBackground`, ...) as `name: value` lines or bare names.
         if let session, session.role == .publisher, let sink = session.state.withLock({ $0.sink }) {
             for line in String(decoding: request.body.prefix(4096), as: UTF8.self).split(whereSeparator: \.isNewline) {
-                let parts = line.split(maxSplits: 1, whereSeparator: { $0 == ":" || $0 == "=" }).map { String($0).trimmedSpaces }
+                let parts = line.split(maxSplits: 1, whereSeparator: { $0 == ":" || $0 == "=" }).map(\.trimmed)
                 guard let name = parts.first, !name.isEmpty else { continue }
                 sink.receiveNotification(name: name, value: parts.count > 1 ? parts[1] : "")
             }
@@ -539,12 +540,3 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
 func DispatchTimeNow() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
 
 import Dispatch
-
-extension String {
-    var trimmedSpaces: String {
-        var text = Substring(self)
-        while text.first == " " || text.first == "\t" { text = text.dropFirst() }
-        while text.last == " " || text.last == "\t" { text = text.dropLast() }
-        return String(text)
-    }
-}

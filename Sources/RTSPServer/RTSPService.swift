@@ -1,11 +1,12 @@
 import Dispatch
+import Ingest
 import Logging
-import PlaybackAccess
 import MediaCore
 import NIOCore
 import NIOPosix
-import ServiceLifecycle
+import PlaybackAccess
 import RTSP
+import ServiceLifecycle
 import Synchronization
 
 /// The node's RTSP server (RFC 2326) on one port for publishers and players, with RTP over
@@ -43,7 +44,7 @@ public final class RTSPService: Sendable {
         /// Bytes a player may have queued before it alone skips to the next IDR.
         public var playerBacklogLimit = 4 * 1024 * 1024
         /// The largest picture (width × height from the SDP's SPS) a publisher may announce.
-        public var maximumPublishPixels = 4096 * 2304
+        public var maximumPublishPixels = PublishAdmission.defaultMaximumPixels
         /// SO_SNDBUF for RTSP connections; nil leaves the kernel's autotuning (what production wants).
         public var socketSendBuffer: Int?
         public init() {}

@@ -1,4 +1,5 @@
 import Dispatch
+import Ingest
 import MediaCore
 import NIOCore
 import RTSP
@@ -186,9 +187,7 @@ final class ServerSession: Sendable {
                         let pps = unit.nalUnits.last { ($0.first ?? 0) & 0x1F == 8 } ?? depacketizer.pps
                         if let sps, let pps, track.videoFormat?.sps != sps || track.videoFormat?.pps != pps,
                            let format = VideoFormat(sps: sps, pps: pps, frameRate: track.media.frameRate) {
-                            let refusal = format.width * format.height > maximumPixels
-                                ? "\(path): the stream's SPS announces a \(format.width)x\(format.height) picture, larger than the node's limit of \(maximumPixels) pixels"
-                                : state.sink?.refusal(of: format)
+                            let refusal = PublishAdmission.refusal(of: format, maximumPixels: maximumPixels, sink: state.sink).map { "\(path): \($0)" }
                             if let refusal {
                                 // Nothing of that format goes on: the unit, and what follows until an IDR with sets we take.
                                 depacketizer.restoreParameterSets(sps: track.videoFormat?.sps, pps: track.videoFormat?.pps)
@@ -275,7 +274,7 @@ final class ServerSession: Sendable {
         }
         adaptation?.stop()
         if role == .publisher, sink != nil {
-            registry.releasePublisher(path, session: id)
+            registry.publishers.releasePublisher(path, session: id)
             sink?.end(reason: reason)
         }
         subscriber?.leave()

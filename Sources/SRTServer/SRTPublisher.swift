@@ -1,6 +1,7 @@
 import CSRT
 import FFmpegBridge
 import Foundation
+import Ingest
 import Logging
 import MediaCore
 
@@ -127,11 +128,7 @@ final class SRTPublisher: @unchecked Sendable {
             // Judged as soon as its SPS is read, even while its pictures wait for the audio format.
             if let format = streams.videoFormat, format != judgedFormat {
                 judgedFormat = format
-                let limit = service?.configuration.maximumPublishPixels ?? .max
-                let refusal = format.width * format.height > limit
-                    ? "the stream's SPS announces a \(format.width)x\(format.height) picture, larger than the node's limit of \(limit) pixels"
-                    : sink.refusal(of: format)
-                if let refusal {
+                if let refusal = PublishAdmission.refusal(of: format, maximumPixels: service?.configuration.maximumPublishPixels ?? .max, sink: sink) {
                     refuse(refusal)
                     return
                 }

@@ -1,10 +1,9 @@
 import CSRT
 import Foundation
+import Ingest
 import Logging
-import NIOPosix
 import MediaCore
-import RTSP
-import RTSPServer
+import NIOPosix
 import Synchronization
 
 /// The node's SRT listener (Debian's libsrt), for publishers that push MPEG-TS: a broadcaster's
@@ -34,7 +33,7 @@ public final class SRTService: @unchecked Sendable {
         /// authentication may take its stream over.
         public var publisherTakeoverSilence = 5.0
         /// The largest picture a publisher may send (its SPS), as for RTSP and RTMP.
-        public var maximumPublishPixels = 4096 * 2304
+        public var maximumPublishPixels = PublishAdmission.defaultMaximumPixels
         public init() {}
     }
 
@@ -48,7 +47,8 @@ public final class SRTService: @unchecked Sendable {
     }
 
     public let configuration: Configuration
-    let registry: StreamRegistry
+    /// The node's publisher slots: one publisher per stream, whatever its protocol.
+    let slots: PublisherSlots
     let policy: any PublishPolicy
     let logger: Logger
     /// Refused handshakes: one log line a second at most.
@@ -77,9 +77,9 @@ public final class SRTService: @unchecked Sendable {
         var admitted: Double
     }
 
-    public init(configuration: Configuration, registry: StreamRegistry, policy: any PublishPolicy, logger: Logger = Logger(label: "abr.srt")) {
+    public init(configuration: Configuration, publishers: PublisherSlots, policy: any PublishPolicy, logger: Logger = Logger(label: "abr.srt")) {
         self.configuration = configuration
-        self.registry = registry
+        self.slots = publishers
         self.policy = policy
         self.logger = logger
     }
@@ -169,11 +169,8 @@ public final class SRTService: @unchecked Sendable {
             return nil
         }
         if let crowded { return refuse(Int32(SRT_REJX_OVERLOAD), crowded) }
-        if let required = policy.publisherCredentials(for: target.path) {
-            guard let user = target.username, let password = target.password,
-                  constantTimeEqual(user, required.username), constantTimeEqual(password, required.password) else {
-                return refuse(Int32(SRT_REJX_UNAUTHORIZED), "authentication failed: \(target.path) needs the provision's credentials")
-            }
+        guard PublishAdmission.credentialsAccepted(for: target.path, user: target.username, password: target.password, policy: policy) else {
+            return refuse(Int32(SRT_REJX_UNAUTHORIZED), "authentication failed: \(target.path) needs the provision's credentials")
         }
         let sink: any MediaSink
         switch policy.decide(PublishRequest(path: target.path, remoteAddress: address.full, transport: "srt", sps: nil)) {
@@ -190,7 +187,7 @@ public final class SRTService: @unchecked Sendable {
         }
         // The claim waits for the connection: a handshake may still fail after this (a wrong
         // passphrase is found later), and a failed one must not hold the stream meanwhile.
-        guard registry.canClaimPublisher(target.path, takeoverSilence: configuration.publisherTakeoverSilence) else {
+        guard slots.canClaimPublisher(target.path, takeoverSilence: configuration.publisherTakeoverSilence) else {
             sink.end(reason: "refused: already published")
             return refuse(Int32(SRT_REJX_CONFLICT), "\(target.path) already has a publisher")
         }
@@ -242,7 +239,7 @@ public final class SRTService: @unchecked Sendable {
                 continue
             }
             let path = admission.target.path
-            let claimed = registry.claimOrTakeOver(path, session: admission.claim, takeoverSilence: configuration.publisherTakeoverSilence,
+            let claimed = slots.claimOrTakeOver(path, session: admission.claim, takeoverSilence: configuration.publisherTakeoverSilence,
                                                    revoke: { [weak self] reason in self?.revoke(socket, reason: reason) },
                                                    silence: { admission.lastMedia.silence })
             guard claimed.claimed else {
@@ -302,7 +299,7 @@ public final class SRTService: @unchecked Sendable {
         }) else { return }
         srt_epoll_remove_usock(epoll, socket)
         srt_close(socket)
-        registry.releasePublisher(publisher.admission.target.path, session: publisher.admission.claim)
+        slots.releasePublisher(publisher.admission.target.path, session: publisher.admission.claim)
         publisher.stop(reason: reason)
     }
 
@@ -329,7 +326,7 @@ public final class SRTService: @unchecked Sendable {
         }
         for (socket, publisher) in publishers {
             srt_close(socket)
-            registry.releasePublisher(publisher.admission.target.path, session: publisher.admission.claim)
+            slots.releasePublisher(publisher.admission.target.path, session: publisher.admission.claim)
             publisher.stop(reason: "server shutting down")
         }
         for admission in pending { admission.sink.end(reason: "server shutting down") }

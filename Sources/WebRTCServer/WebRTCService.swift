@@ -1,4 +1,5 @@
 import Dispatch
+import Ingest
 import Logging
 import MediaCore
 import NIOCore
@@ -127,7 +128,7 @@ public final class WebRTCService: Sendable {
             throw Refusal(status: 400, reason: error.description)
         }
         guard video.sps.count >= 4 else { throw Refusal(status: 406, reason: "the stream's SPS is too short to name its profile") }
-        let profile = video.sps[1...3].map { byte in (byte < 16 ? "0" : "") + String(byte, radix: 16) }.joined()
+        let profile = lowercaseHex(video.sps[1...3])
         let (channel, port) = state.withLock { ($0.channel, $0.port) }
         guard let channel else { throw Refusal(status: 503, reason: "WebRTC is not listening") }
         guard quota.admit(address) else {

@@ -7,8 +7,8 @@ import LiveNode
 import NIOCore
 import RTSPServer
 import Store
-import Testing
 import TestSupport
+import Testing
 #if canImport(Glibc)
 import Glibc
 #endif

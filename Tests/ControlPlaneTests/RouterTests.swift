@@ -8,8 +8,8 @@ import MediaCore
 import NIOCore
 import RTSPServer
 import Store
-import Testing
 import TestSupport
+import Testing
 import Transcoder
 
 /// A control plane in a fresh data directory, with known credentials.

@@ -4,8 +4,8 @@ import MediaCore
 import NIOPosix
 import RTSP
 import RTSPServer
-import Testing
 import TestSupport
+import Testing
 
 /// Who may publish and play, and how many may connect: provision credentials checked with the
 /// schemes real clients use (ffmpeg answers Digest, the raw client sends Basic, GStreamer is in

@@ -1,8 +1,8 @@
 import Foundation
 import MediaCore
 import RTSPServer
-import Testing
 import TestSupport
+import Testing
 
 /// Live HLS that outlives what happens to the node: a restart, and a disk that fills up.
 @Suite(.serialized) struct LiveHLSDurabilityTests {

@@ -24,7 +24,7 @@ import Testing
             configuration.publishDeadline = 6
             var logger = Logger(label: "test.rtmp")
             logger.logLevel = .error
-            rtmp = RTMPService(configuration: configuration, registry: node.registry, policy: RelayEverything(registry: node.registry), logger: logger)
+            rtmp = RTMPService(configuration: configuration, publishers: node.registry.publishers, policy: RelayEverything(registry: node.registry), logger: logger)
             port = try rtmp.start()
         }
 

@@ -1,3 +1,4 @@
+import Ingest
 import Logging
 import RTSPServer
 import Synchronization

@@ -1,4 +1,5 @@
 import Foundation
+import Ingest
 import Logging
 import RTSPServer
 import TestSupport
