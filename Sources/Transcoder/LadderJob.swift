@@ -107,7 +107,7 @@ public final class LadderJob {
             throw .failed("cannot set up the variants: \(error)")
         }
 
-        var ingest = Ingest(
+        var ingest = DecodeLoop(
             source: source, video: video, audio: audio, decoder: decoder, pipelines: pipelines,
             grid: plan.grid, started: started, progress: progress, cancellation: cancellation, isLive: isLiveInput, logger: logger)
         do {
@@ -185,7 +185,7 @@ public final class LadderJob {
         return (longest * 1000).rounded() / 1000
     }
 
-    private func writeSummary(directory: OutputDirectory, pipelines: [VariantPipeline], ingest: Ingest, frameRate: Double,
+    private func writeSummary(directory: OutputDirectory, pipelines: [VariantPipeline], ingest: DecodeLoop, frameRate: Double,
                               keyframeInterval: Double, decoderThreads: Int, wall: Double, cpu: Double) throws -> TranscodeReport {
         let targetDuration = Double(HLSMediaPlaylist.targetDuration(for: pipelines.flatMap { $0.output.segments.map(\.duration) }))
         var variantReports: [TranscodeReport.VariantReport] = []

@@ -397,7 +397,7 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
             }
         }
         let decoder = try VideoDecoder(stream: video, threads: decoderThreads, maximumPixels: maximumDecodedPixels, lowDelay: true)
-        var ingest = Ingest(source: source, video: video, audio: sessionAudio, decoder: decoder, pipelines: pipelines, grid: grid!,
+        var ingest = DecodeLoop(source: source, video: video, audio: sessionAudio, decoder: decoder, pipelines: pipelines, grid: grid!,
                             started: .now(), progress: { [self] _ in refreshHints() }, cancellation: Cancellation(),
                             isLive: true, logger: logger)
         ingest.timelineOffset = timelineEnd

@@ -5,7 +5,7 @@ import MediaCore
 
 /// The job's single reading thread: demux, decode once, decide the grid, fan out.
 /// Timestamps are shifted so the first video keyframe's decoding time is zero in every output.
-struct Ingest {
+struct DecodeLoop {
     let source: any PacketReader
     let video: StreamInfo
     let audio: AudioTrack?
