@@ -61,9 +61,12 @@ import Testing
         #expect(squatter.announce(node.url("live/stream1_1"), authorization: RawRTSPClient.basic("user", "pass")).hasPrefix("RTSP/1.0 200"))
         let early = try RawRTSPClient(port: node.port)
         #expect(early.announce(node.url("live/stream1_1"), authorization: RawRTSPClient.basic("user", "pass")).hasPrefix("RTSP/1.0 403"))
-        Thread.sleep(forTimeInterval: 3)
-        let late = try RawRTSPClient(port: node.port)
-        #expect(late.startPublishing(node.url("live/stream1_1"), authorization: RawRTSPClient.basic("user", "pass")).statuses == [200, 200, 200])
+        // Once the squatter's announce times out (1 s), the next publisher gets the stream.
+        let published = try waitUntil(timeout: 10, every: 0.25) {
+            let late = try RawRTSPClient(port: node.port)
+            return late.startPublishing(node.url("live/stream1_1"), authorization: RawRTSPClient.basic("user", "pass")).statuses == [200, 200, 200]
+        }
+        #expect(published, "the stream stayed claimed by an ANNOUNCE that never recorded")
     }
 
     /// The SPS and PPS of a 4096×2160 picture, made by x264.

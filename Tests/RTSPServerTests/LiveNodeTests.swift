@@ -194,12 +194,10 @@ func probePackets(_ url: String, transport: String = "tcp", seconds: Int) throws
         player.start()
         Thread.sleep(forTimeInterval: 4)
         first.stop()  // the publisher is gone
-        Thread.sleep(forTimeInterval: 2)
-        #expect(node.node.job("live/stream1")?.state == .interrupted)
+        #expect(waitUntil(timeout: 10) { node.node.job("live/stream1")?.state == .interrupted })
         // Back within grace, with another size: the top passes it through after a discontinuity.
         let second = try FFmpegPublisher(url: node.publishURL("live/stream1_1"), transport: "tcp", seconds: 5, input: fixture("720p30-h264-aac.mp4"))
-        Thread.sleep(forTimeInterval: 1)
-        #expect(node.node.job("live/stream1")?.state == .running)
+        #expect(waitUntil(timeout: 10) { node.node.job("live/stream1")?.state == .running })
         #expect(waitForExit(second.process, timeout: 30), "the second publisher did not finish")
         let job = try #require(node.node.job("live/stream1"))
         #expect(job.waitUntilEnded(timeout: 20), "the job did not end after grace")
@@ -285,8 +283,7 @@ func probePackets(_ url: String, transport: String = "tcp", seconds: Int) throws
         #expect(played.stream.width == 640 && played.stream.height == 360)
 
         origin = nil  // the origin goes away...
-        Thread.sleep(forTimeInterval: 2)
-        #expect(node.node.originStatistics["live/stream1_2"]?.connected == false)
+        #expect(waitUntil(timeout: 10) { node.node.originStatistics["live/stream1_2"]?.connected == false })
         var configuration = RTSPService.Configuration()
         configuration.port = originPort
         let registry = StreamRegistry()

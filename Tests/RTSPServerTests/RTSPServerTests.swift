@@ -115,7 +115,7 @@ import Testing
         player.standardError = FileHandle.nullDevice
         player.standardInput = FileHandle.nullDevice
         try player.run()
-        Thread.sleep(forTimeInterval: 1)
+        #expect(waitUntil(timeout: 15) { !node.service.playerSessions(of: "live/steady_1").isEmpty }, "the steady player never started")
 
         let cases: [(String, Int?)] = [
             ("GARBAGE\r\n\r\n", 400),
@@ -224,8 +224,7 @@ import Testing
         let client = try RawRTSPClient(port: node.port)
         #expect(client.announce(node.url("live/quiet_1")).hasPrefix("RTSP/1.0 200"))
         #expect(node.service.sessionCount == 1)
-        Thread.sleep(forTimeInterval: 4)
-        #expect(node.service.sessionCount == 0)
+        #expect(waitUntil(timeout: 10) { node.service.sessionCount == 0 }, "the quiet session did not time out")
         // The path is free again for a new publisher.
         let again = try RawRTSPClient(port: node.port)
         #expect(again.announce(node.url("live/quiet_1")).hasPrefix("RTSP/1.0 200"))
