@@ -26,6 +26,10 @@ public protocol MediaSink: AnyObject, Sendable {
     func refusal(of format: VideoFormat) -> String?
     /// No more media: the publisher left (`reason` says how) or the job ended.
     func end(reason: String)
+    /// How to ask this media's producer for a keyframe with a presentation time after the one
+    /// given: a player moving down to this rung need not wait for the grid's next IDR. Only an
+    /// encoder can make one; a stream passed through or published never sets this.
+    func setKeyframeSource(_ request: @escaping @Sendable (_ after: MediaTime) -> Void)
 }
 
 extension MediaSink {
@@ -34,6 +38,7 @@ extension MediaSink {
     public func timelineRestarted() {}
     public func writeOpus(_ packet: [UInt8], time: MediaTime) {}
     public func refusal(of format: VideoFormat) -> String? { nil }
+    public func setKeyframeSource(_ request: @escaping @Sendable (_ after: MediaTime) -> Void) {}
 }
 
 /// One call a protocol's session makes on its sink, held as a value: a session works out what a

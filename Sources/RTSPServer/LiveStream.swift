@@ -37,6 +37,8 @@ public final class LiveStream: MediaSink {
         /// The ladder this stream is a rung of (level → path), and this rung's switch thresholds.
         var ladder: [Int: String]?
         var rung: SwitchingPolicy.Rung?
+        /// Its encoder, asked for an IDR by a player switching to it (nil: passed through or published).
+        var keyframeSource: (@Sendable (MediaTime) -> Void)?
     }
 
     /// The current GOP is kept for new players up to this size; past it, they wait for the next IDR.
@@ -82,6 +84,19 @@ public final class LiveStream: MediaSink {
             $0.audio = audio
             $0.ended = false
         }
+    }
+
+    public func setKeyframeSource(_ request: @escaping @Sendable (_ after: MediaTime) -> Void) {
+        state.withLock { $0.keyframeSource = request }
+    }
+
+    /// Asks this stream's encoder for an IDR after `ticks` (the video clock); false when no
+    /// encoder makes it (the switch then takes the grid's next IDR).
+    @discardableResult
+    func requestKeyframe(afterTicks ticks: Int64) -> Bool {
+        guard let source = state.withLock({ $0.keyframeSource }) else { return false }
+        source(MediaTime(ticks: ticks, timeBase: Self.videoClock))
+        return true
     }
 
     /// Makes this stream a rung of a ladder (level → stream path): its players may be moved

@@ -62,6 +62,9 @@ final class MediaSubscriber: Sendable {
         /// target's IDR at the same time (the ladder's IDRs are aligned), so the timeline never
         /// goes back; how many of its keyframes passed so while waiting.
         var heldAtKeyframes = 0
+        /// An urgent switch asked the target's encoder for an IDR after these ticks: the current
+        /// stream's pictures past them are not sent, so that IDR is the next picture the player gets.
+        var holdAfterTicks: Int64?
         var switches = 0
     }
 
@@ -178,19 +181,25 @@ final class MediaSubscriber: Sendable {
 
     /// With `flush`, the current rung's pictures stop at once rather than at its next keyframe:
     /// a player that is already behind gets nothing more of it.
+    /// With `urgent`, the target's encoder is asked for an IDR after what the player has had,
+    /// rather than the switch waiting up to a keyframe interval for the grid's (a player whose
+    /// link no longer carries its rung).
     @discardableResult
-    func switchTo(_ target: LiveStream, flush: Bool = false) -> Bool {
-        let replaced: LiveStream?? = state.withLock { state in
+    func switchTo(_ target: LiveStream, flush: Bool = false, urgent: Bool = false) -> Bool {
+        let replaced: (LiveStream?, Int64?)? = state.withLock { state in
             guard hasVideo, state.started, !state.joining, state.catchUpStart == nil, let current = state.current, current !== target else { return nil }
             defer {
                 state.switchTarget = target
                 state.heldAtKeyframes = flush ? 1 : 0
             }
-            return .some(state.switchTarget)
+            return (state.switchTarget, state.highestSentTicks)
         }
-        guard let replaced else { return false }
+        guard let (replaced, sent) = replaced else { return false }
         if let replaced, replaced !== target { replaced.detach(self) }
         target.attachSwitching(self)
+        if urgent, let sent, target.requestKeyframe(afterTicks: sent) {
+            state.withLock { state in if state.switchTarget === target { state.holdAfterTicks = sent } }
+        }
         return true
     }
 
@@ -209,19 +218,22 @@ final class MediaSubscriber: Sendable {
         state.withLock { state in
             if stream === state.current {
                 guard state.switchTarget != nil else { return .deliver }
-                guard isKeyframe || state.heldAtKeyframes > 0 else { return .deliver }
+                let pastHold = state.holdAfterTicks.map { ticks > $0 } ?? false
+                guard isKeyframe || state.heldAtKeyframes > 0 || pastHold else { return .deliver }
+                if !isKeyframe, pastHold, state.heldAtKeyframes == 0 { return .drop }
                 // The target's IDR for this point of the grid already went by (it runs ahead: a
                 // passed-through top has no encoder's latency, a small rung encodes faster) before
                 // the switch was asked for. Holding this GOP would leave the player with nothing
                 // until the target's next IDR, a keyframe interval later (seen in Chromium: 2 s
                 // frozen moving up to the top). This GOP goes on; the switch takes the next IDR.
-                if isKeyframe, state.heldAtKeyframes == 0, let targetIDR, targetIDR >= ticks { return .deliver }
+                if isKeyframe, !pastHold, state.heldAtKeyframes == 0, let targetIDR, targetIDR >= ticks { return .deliver }
                 if isKeyframe { state.heldAtKeyframes += 1 }
                 // Two keyframes of the current stream without the target's: stay where it is.
                 guard state.heldAtKeyframes > 2 else { return .drop }
                 let target = state.switchTarget
                 state.switchTarget = nil
                 state.heldAtKeyframes = 0
+                state.holdAfterTicks = nil
                 return .cancel(target: target)
             }
             guard stream === state.switchTarget, isKeyframe, ticks > (state.highestSentTicks ?? .min) else { return .drop }
@@ -229,6 +241,7 @@ final class MediaSubscriber: Sendable {
             state.current = stream
             state.switchTarget = nil
             state.heldAtKeyframes = 0
+            state.holdAfterTicks = nil
             state.switches += 1
             return .switchHere(left: left)
         }

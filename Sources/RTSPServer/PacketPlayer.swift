@@ -57,7 +57,9 @@ public final class PacketPlayer: Sendable {
 
     /// Moves the player to `target` at its next IDR (its ladder's IDRs are aligned).
     @discardableResult
-    public func switchTo(_ target: LiveStream, flush: Bool = false) -> Bool { subscriber.switchTo(target, flush: flush) }
+    public func switchTo(_ target: LiveStream, flush: Bool = false, urgent: Bool = false) -> Bool {
+        subscriber.switchTo(target, flush: flush, urgent: urgent)
+    }
 
     /// Drops what is owed up to the next IDR (a player too far behind).
     public func skipToNextKeyframe() { subscriber.skipToNextKeyframe() }

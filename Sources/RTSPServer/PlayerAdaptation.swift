@@ -218,7 +218,10 @@ final class PlayerAdaptation: Sendable {
             // the 720p rung overfilled, 4–5 s frozen until the next one). Stopping the old rung at
             // once lets the queue drain before the IDR: the picture holds until then instead.
             if transport is SinkTransport, level > current.level { flush = true }
-            subscriber.switchTo(target, flush: flush)
+            // Down: the link no longer carries this rung, so the target's encoder is asked for an
+            // IDR now rather than the player waiting for the grid's (up to a keyframe interval of
+            // pictures its link cannot carry). Up can wait: the current rung still flows.
+            subscriber.switchTo(target, flush: flush, urgent: level > current.level)
             if flush { transport.dropQueued(paddingOnly: false) }
             logger.info("player moves to another level", metadata: ["from": "\(current.level)", "to": "\(level)", "reason": "\(reason)"])
             onSwitch(PlayerSwitch(from: current.level, to: level, reason: reason))

@@ -26,6 +26,8 @@ final class VariantOutput {
     }
 
     private let paths: Paths
+    /// The node's stream for this variant, when live.
+    var sink: (any MediaSink)? { paths.sink }
     private let audio: AudioTrack?
     private var mp4: Muxer?
     private var hls: HLSVariantWriter?

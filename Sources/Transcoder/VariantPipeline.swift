@@ -50,6 +50,8 @@ final class VariantPipeline: @unchecked Sendable {
         var latencyP99: Double?
         var codecs = ""
         var failure: String?
+        /// IDRs made off the grid for players switching to this rung.
+        var forcedKeyframes = 0
         /// HLS segments that could not be written (disk full...) and were skipped.
         var segmentWriteFailures = 0
         /// Frames not encoded because the node shed this rung to keep the others in real time.
@@ -114,6 +116,40 @@ final class VariantPipeline: @unchecked Sendable {
         self.queue = EncoderThread(name: "abr.variant.\(variant.level)", priority: priority)
         self.pictureSlots = DispatchSemaphore(value: max(1, inboxCapacity))
         self.audioSlots = DispatchSemaphore(value: Self.audioPacketsPerPicture * max(1, inboxCapacity))
+        if case .encode = work, let sink = output.sink {
+            // Players moving down to this rung ask for an IDR rather than wait up to a keyframe
+            // interval for the grid's; the latest request's time wins (it satisfies the earlier).
+            sink.setKeyframeSource { [weak self] after in
+                self?.keyframeWanted.withLock { $0 = max($0 ?? -.infinity, after.seconds) }
+            }
+        }
+    }
+
+    /// A keyframe players switching to this rung asked for: forced on the first picture after
+    /// this presentation time (seconds), unless the grid gives one first.
+    private let keyframeWanted = Mutex<Double?>(nil)
+    /// The last keyframe this rung made (seconds): forced ones keep at least
+    /// `minimumKeyframeSpacing` from it, so many switching players cost a few IDRs, not many.
+    private var lastKeyframeSeconds = -Double.infinity
+    static let minimumKeyframeSpacing = 0.5
+
+    /// Whether the picture at `seconds` should be an IDR: the grid's, or one asked for.
+    private func keyframeDecision(grid: Bool, at seconds: Double) -> Bool {
+        let forced = !grid && seconds - lastKeyframeSeconds >= Self.minimumKeyframeSpacing
+            && keyframeWanted.withLock { wanted in
+                guard let after = wanted, seconds > after else { return false }
+                wanted = nil
+                return true
+            }
+        if grid {
+            // A grid IDR past the time asked for answers the request.
+            keyframeWanted.withLock { wanted in if let after = wanted, seconds > after { wanted = nil } }
+        }
+        if grid || forced {
+            lastKeyframeSeconds = seconds
+            if forced { state.withLock { $0.forcedKeyframes += 1 } }
+        }
+        return grid || forced
     }
 
     deinit {
@@ -302,7 +338,7 @@ final class VariantPipeline: @unchecked Sendable {
             // x264 needs strictly increasing timestamps; a source that repeats one must not stop the job.
             if picture.pts <= lastPTS { picture.pts = lastPTS &+ 1 }
             lastPTS = picture.pts
-            picture.forceKeyframe = decision.isKeyframe
+            picture.forceKeyframe = keyframeDecision(grid: decision.isKeyframe, at: MediaTime(ticks: picture.pts, timeBase: settings.timeBase).seconds)
             if let qualitySampleInterval {
                 let probe = try qualityProbe ?? RungQualityProbe(width: settings.width, height: settings.height,
                                                                  timeBase: settings.timeBase, sampleInterval: qualitySampleInterval)
