@@ -49,7 +49,7 @@ struct NodeService: Service {
     let logger: Logger
 
     func run() async throws {
-        try? await cancelWhenGracefulShutdown {
+        await cancelWhenGracefulShutdown {
             await withDiscardingTaskGroup { group in
                 // The charts' samples, from the first moment: a page opened at start has a point.
                 group.addTask {

@@ -128,14 +128,18 @@ final class VariantPipeline: @unchecked Sendable {
     /// A keyframe players switching to this rung asked for: forced on the first picture after
     /// this presentation time (seconds), unless the grid gives one first.
     private let keyframeWanted = Mutex<Double?>(nil)
-    /// The last keyframe this rung made (seconds): forced ones keep at least
-    /// `minimumKeyframeSpacing` from it, so many switching players cost a few IDRs, not many.
+    /// The last keyframe this rung made (seconds): a forced one keeps at least
+    /// `minimumKeyframeSpacing` from it.
     private var lastKeyframeSeconds = -Double.infinity
     static let minimumKeyframeSpacing = 0.5
+    /// At most one IDR off the grid between two of the grid's, however many players move: the
+    /// rung's IDRs at most double, whatever its viewers do (the others wait for the grid's).
+    private var forcedSinceGrid = false
 
     /// Whether the picture at `seconds` should be an IDR: the grid's, or one asked for.
     private func keyframeDecision(grid: Bool, at seconds: Double) -> Bool {
-        let forced = !grid && seconds - lastKeyframeSeconds >= Self.minimumKeyframeSpacing
+        if grid { forcedSinceGrid = false }
+        let forced = !grid && !forcedSinceGrid && seconds - lastKeyframeSeconds >= Self.minimumKeyframeSpacing
             && keyframeWanted.withLock { wanted in
                 guard let after = wanted, seconds > after else { return false }
                 wanted = nil
@@ -147,7 +151,10 @@ final class VariantPipeline: @unchecked Sendable {
         }
         if grid || forced {
             lastKeyframeSeconds = seconds
-            if forced { state.withLock { $0.forcedKeyframes += 1 } }
+        }
+        if forced {
+            forcedSinceGrid = true
+            state.withLock { $0.forcedKeyframes += 1 }
         }
         return grid || forced
     }
