@@ -220,7 +220,9 @@ public enum HTTPAPI {
             }
         }
         router.get("/v1/capacity") { _, _ in json(plane.capacitySnapshot()) }
-        router.get("/v1/history") { _, _ in json(plane.history.window) }
+        router.get("/v1/history") { request, _ in
+            json(plane.history.window(since: request.uri.queryParameters.get("since").flatMap(Double.init)))
+        }
         router.get("/health") { _, _ in json(["status": "ok"]) }
         router.get("/ready") { _, _ in
             plane.isReady ? json(["status": "ready", "nodeState": plane.fleet.nodeState.rawValue])

@@ -79,7 +79,17 @@ public final class NodeHistory: Sendable {
         public var samples: [Sample]
     }
 
-    public var window: Window { Window(interval: Self.interval, samples: state.withLock { $0.samples }) }
+    public var window: Window { window(since: nil) }
+
+    /// The samples taken after `since` (seconds since 1970), or all: a page that has the rest
+    /// asks only for what is new, so a node with many jobs does not send ten minutes every 2 s.
+    public func window(since: Double?) -> Window {
+        let samples = state.withLock { state in
+            guard let since else { return state.samples }
+            return Array(state.samples.drop { $0.time <= since })
+        }
+        return Window(interval: Self.interval, samples: samples)
+    }
 }
 
 /// The process's own CPU time and resident memory, from `/proc/self` (Linux).

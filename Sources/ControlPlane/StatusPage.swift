@@ -110,9 +110,12 @@ enum StatusPage {
           });
           svg.replaceChildren(...children);
         }
+        // The ten minutes once, then only what is new each time.
+        let samples = [];
         async function drawCharts() {
-          const history = await (await fetch("/v1/history", { cache: "no-store" })).json();
-          const samples = history.samples;
+          const since = samples.length ? "?since=" + samples[samples.length - 1].time : "";
+          const history = await (await fetch("/v1/history" + since, { cache: "no-store" })).json();
+          samples = samples.concat(history.samples).filter(s => s.time > Date.now() / 1000 - 600);
           const node = document.querySelector("[data-node]");
           draw(node.querySelector("[data-chart=cpu]"), [{ name: "cores", points: samples.map(s => [s.time, s.cpuCores]) }], v => v.toFixed(2));
           draw(node.querySelector("[data-chart=memory]"), [{ name: "RSS", points: samples.map(s => [s.time, s.residentBytes]) }], bytes);

@@ -15,6 +15,8 @@ import Testing
         #expect(samples.first?.time == 20 * NodeHistory.interval, "the oldest go first")
         #expect(samples.allSatisfy { $0.cpuCores == 1.5 && $0.residentBytes == 100 << 20 })
         #expect(Double(NodeHistory.capacity) * NodeHistory.interval == 600)
+        let since = samples[samples.count - 3].time
+        #expect(history.window(since: since).samples.map(\.time) == samples.suffix(2).map(\.time), "only what is newer")
     }
 
     /// `/proc/self/stat` with a command name holding spaces and a parenthesis.
