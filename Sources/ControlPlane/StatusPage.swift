@@ -193,7 +193,9 @@ enum StatusPage {
         import { H as Hls } from "\(hlsScriptPath)";
         for (const video of document.querySelectorAll("video[data-hls]")) {
           if (Hls.isSupported()) {
-            const hls = new Hls({ lowLatencyMode: true });
+            // Up to 1.5× speed towards hls.js's target latency (three parts): at its default of
+            // 1× it keeps whatever distance it started at, 1.4 to 2.2 s depending on the moment.
+            const hls = new Hls({ lowLatencyMode: true, maxLiveSyncPlaybackRate: 1.5 });
             hls.loadSource(video.dataset.hls);
             hls.attachMedia(video);
             video.hls = hls;

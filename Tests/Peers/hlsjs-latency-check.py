@@ -7,7 +7,8 @@ Usage: hlsjs-latency-check.py PLAYLIST_URL HLS_JS_MODULE [seconds] [RULES_URL]
 PLAYLIST_URL is a rung's media playlist or the multivariant playlist; RULES_URL (default the
 same) names the playlists the rules are checked on (a multivariant one: every rung's). HLS_JS_MODULE is hls.js as
 an ES module (the copy in PyPI's gradio wheel; `./abr` puts it in .build/hlsjs/hls.mjs). A
-local page (served here, on loopback) loads hls.js with `lowLatencyMode: true`; every second
+local page (served here, on loopback) loads hls.js as the node's status page does (`lowLatencyMode:
+true`, `maxLiveSyncPlaybackRate: 1.5`); every second
 the script reads hls.js's `latency`, the video's time and which requests the page made (parts,
 and playlist reloads that blocked with `_HLS_msn`). Meanwhile it fetches every rung's playlist
 itself, full, blocking and as a delta update, and checks:
@@ -35,7 +36,8 @@ PAGE = """<!doctype html><meta charset="utf-8"><video id="v" muted autoplay play
 <script type="module">
 import { H as Hls } from "./hls.mjs";
 const video = document.getElementById("v");
-const hls = new Hls({ lowLatencyMode: true });
+// As the node's status page configures it: catching up to the target latency at up to 1.5×.
+const hls = new Hls({ lowLatencyMode: true, maxLiveSyncPlaybackRate: 1.5 });
 window.hlsErrors = [];
 hls.on(Hls.Events.ERROR, (_, data) => window.hlsErrors.push(`${data.type}/${data.details}/${data.fatal}`));
 hls.loadSource(%s);
