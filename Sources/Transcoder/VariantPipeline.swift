@@ -139,24 +139,20 @@ final class VariantPipeline: @unchecked Sendable {
     /// Whether the picture at `seconds` should be an IDR: the grid's, or one asked for.
     private func keyframeDecision(grid: Bool, at seconds: Double) -> Bool {
         if grid { forcedSinceGrid = false }
-        let forced = !grid && !forcedSinceGrid && seconds - lastKeyframeSeconds >= Self.minimumKeyframeSpacing
-            && keyframeWanted.withLock { wanted in
-                guard let after = wanted, seconds > after else { return false }
-                wanted = nil
-                return true
-            }
-        if grid {
-            // A grid IDR past the time asked for answers the request.
-            keyframeWanted.withLock { wanted in if let after = wanted, seconds > after { wanted = nil } }
+        let mayForce = !grid && !forcedSinceGrid && seconds - lastKeyframeSeconds >= Self.minimumKeyframeSpacing
+        // Any keyframe past the time asked for answers the request: the grid's, or one forced now.
+        let forced = keyframeWanted.withLock { wanted in
+            guard let after = wanted, seconds > after, grid || mayForce else { return false }
+            wanted = nil
+            return !grid
         }
-        if grid || forced {
-            lastKeyframeSeconds = seconds
-        }
+        guard grid || forced else { return false }
+        lastKeyframeSeconds = seconds
         if forced {
             forcedSinceGrid = true
             state.withLock { $0.forcedKeyframes += 1 }
         }
-        return grid || forced
+        return true
     }
 
     deinit {
