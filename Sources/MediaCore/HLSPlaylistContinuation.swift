@@ -59,6 +59,19 @@ public struct HLSPlaylistContinuation: Sendable, Equatable {
         staleFiles = files
     }
 
+    /// Of the files in the rung's folder, those the carried-on numbering leaves behind: what the
+    /// playlist listed, and every segment, part and init segment numbered below where numbering
+    /// resumes, which covers segments kept a while after they left the window (RFC 8216's rule,
+    /// `HLSSegmentRetention`) that the playlist no longer names. Other names are left alone.
+    public func supersededFiles(among folder: some Sequence<String>) -> [String] {
+        let below = folder.filter { name in
+            if let index = HLSLayout.mediaSegmentIndex(name) ?? HLSLayout.partialSegmentIndex(name) { return index < segmentIndex }
+            if name == HLSLayout.initSegment(0) { return initIndex > 0 }
+            return HLSLayout.initSegmentIndex(name).map { $0 < initIndex } ?? false
+        }
+        return Array(Set(staleFiles + below)).sorted()
+    }
+
     static let maximumNumber = HLSLayout.maximumIndex
 
     private static func number(after prefix: String, in line: Substring) -> Int? {

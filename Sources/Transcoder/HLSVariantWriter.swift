@@ -15,7 +15,7 @@ import MediaCore
 /// Confined to the variant's queue.
 final class HLSVariantWriter {
     let directory: URL
-    /// Segments kept in a live playlist (and on disk); nil keeps all (VOD).
+    /// Segments listed in a live playlist (on disk a playlist's length longer); nil keeps all (VOD).
     let window: Int?
     /// A segment is cut at the next frame once it is this long, keyframe or not, so a source
     /// with a very long GOP cannot make segments (and player latency) grow without bound.
@@ -28,6 +28,8 @@ final class HLSVariantWriter {
     private var muxer: Muxer
     private let audio: AudioTrack?
     private(set) var segments = Deque<HLSMediaPlaylist.Segment>()
+    /// Segments that left the live window stay on disk a while: RFC 8216's rule.
+    private var retention = HLSSegmentRetention()
     private(set) var meter: BitrateMeter
     private var segmentStart: MediaTime?
     private var segmentIndex = 0
@@ -86,7 +88,7 @@ final class HLSVariantWriter {
     }
 
     /// A live playlist already in the folder (a restart, or an earlier job of the same
-    /// provision): numbering carries on after it, with a discontinuity, and its segments go.
+    /// provision): numbering carries on after it, with a discontinuity, and its files go.
     private func continueNumbering() {
         let playlist = directory.appendingPathComponent(Self.playlistName)
         guard let data = FileManager.default.contents(atPath: playlist.path), data.count <= 1 << 20 else { return }
@@ -97,7 +99,8 @@ final class HLSVariantWriter {
         initIndex = previous.initIndex
         currentMap = HLSLayout.initSegment(initIndex)
         pendingDiscontinuity = true
-        for name in previous.staleFiles { try? FileManager.default.removeItem(at: directory.appendingPathComponent(name)) }
+        let folder = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+        for name in previous.supersededFiles(among: folder) { try? FileManager.default.removeItem(at: directory.appendingPathComponent(name)) }
     }
 
     /// Writes `bytes` next to `name` and renames it into place: readers see the old file or the whole new one.
@@ -237,18 +240,15 @@ final class HLSVariantWriter {
         meter.add(duration: duration, bytes: bytes.count)
         longestSegment = max(longestSegment, HLSMediaPlaylist.targetDuration(for: [duration]))
         if let window {
+            var removed: [HLSMediaPlaylist.Segment] = []
             while segments.count > window {
-                let removed = segments.removeFirst()
+                removed.append(segments.removeFirst())
                 mediaSequence += 1
                 // EXT-X-DISCONTINUITY-SEQUENCE counts the discontinuity tags that left the window.
-                if removed.discontinuity { discontinuitySequence += 1 }
-                // Players may still be fetching it; removing a segment well behind the window is safe.
-                try? FileManager.default.removeItem(at: directory.appendingPathComponent(removed.uri))
-                // So is an init segment no segment left in the window needs (a publisher that
-                // changes size now and then would otherwise leave one per change).
-                if let map = removed.mapURI, map != currentMap, !segments.contains(where: { $0.mapURI == map }) {
-                    try? FileManager.default.removeItem(at: directory.appendingPathComponent(map))
-                }
+                if removed.last?.discontinuity == true { discontinuitySequence += 1 }
+            }
+            for name in retention.retire(removed, listed: segments, currentMap: currentMap) {
+                try? FileManager.default.removeItem(at: directory.appendingPathComponent(name))
             }
             try? writePlaylist(ended: false)
         }

@@ -137,6 +137,10 @@ import Testing
         #expect(next.segmentIndex == 44)
         #expect(next.initIndex == 4)
         #expect(next.staleFiles == ["segment_00040.m4s", "segment_00041.m4s", "segment_00043.m4s"])
+        // Segments kept after they left the window are not listed, but go too; newer or foreign names stay.
+        let folder = ["segment_00031.m4s", "part_00039_2.m4s", "init.mp4", "init_3.mp4", "segment_00044.m4s", "init_4.mp4", "index.m3u8", "notes.txt"]
+        #expect(next.supersededFiles(among: folder) == ["init.mp4", "init_3.mp4", "part_00039_2.m4s", "segment_00031.m4s",
+                                                        "segment_00040.m4s", "segment_00041.m4s", "segment_00043.m4s"])
     }
 
     @Test(arguments: ["", "garbage\n\u{0}\u{1}", "#EXT-X-MEDIA-SEQUENCE:-5\nsegment_-1.m4s\n", "#EXT-X-MEDIA-SEQUENCE:99999999999999999999999\n",

@@ -8,7 +8,11 @@ Prints one JSON summary: the demuxer playbin3 chose, how far playback advanced b
 second and the end, and any error. Exits 0 when hlsdemux2 played at least a third of the run
 without an error, 1 otherwise.
 """
-import json, sys, time
+import json, os, sys, time
+
+# The demuxer's warnings (failed downloads, with their HTTP status) go to stderr, which the test
+# shows when this fails: GStreamer 1.22's hlsdemux2 can abort on its own assertion after a 4xx.
+os.environ.setdefault("GST_DEBUG", "adaptivedemux2:2,hlsdemux2:2")
 
 import gi
 gi.require_version("Gst", "1.0")
