@@ -12,7 +12,10 @@ import Synchronization
 
 /// How many HTTP connections the node holds, in all and per IP address. Every connection is a
 /// file descriptor, and RTSP, HLS files and the store need theirs: past either limit a new
-/// connection is closed at once, before it can hold anything.
+/// connection is not served. Its request gets `503` with `Retry-After` and the connection is
+/// closed, so a player knows why and when to come back; one that sends no request within a
+/// second is closed unanswered, and past `maximumRefusing` such connections at once (two per
+/// connection slot, which the node's descriptor budget holds) a new one is closed at once.
 public final class HTTPConnectionLimiter: Sendable {
     public struct Limits: Sendable {
         public var total = 512
@@ -24,6 +27,13 @@ public final class HTTPConnectionLimiter: Sendable {
 
     public let limits: Limits
     let quota: ConnectionQuota
+    /// Connections over the limits waiting for their request, to be answered `503`.
+    let refusing = Atomic<Int>(0)
+    /// Such connections at once, per connection slot: a burst from one address is answered, not dropped.
+    public static let refusalsPerSlot = 2
+    var maximumRefusing: Int { limits.total * Self.refusalsPerSlot }
+    /// Seconds a connection over the limits has to send its request before it is closed unanswered.
+    static let refusalWait: Int64 = 1
     let logger = Logger(label: "abr.http")
     /// At most one line a second, so a flood of connections cannot become a flood of log lines.
     private let refusals = RefusalLog()
@@ -42,17 +52,21 @@ public final class HTTPConnectionLimiter: Sendable {
     public var refusedConnections: Int { quota.refused }
 }
 
-/// One HTTP connection's guard, after the HTTP decoder: counts the connection in (or closes it),
+/// One HTTP connection's guard, after the HTTP decoder: counts the connection in (or answers its
+/// request `503`, then closes it),
 /// and closes a connection whose request does not arrive whole within the request timeout (a
 /// body trickled a byte at a time). A connection with no request under way, or one whose head is
 /// still arriving, is closed by Hummingbird's idle timeout.
 final class HTTPConnectionGuard: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
+    typealias OutboundOut = HTTPResponsePart
 
     private let limiter: HTTPConnectionLimiter
     private var admittedAddress: String?
     private var deadline: Scheduled<Void>?
+    /// Over the limits: its request is answered `503` and the connection closed.
+    private var refused = false
 
     init(limiter: HTTPConnectionLimiter) {
         self.limiter = limiter
@@ -70,12 +84,36 @@ final class HTTPConnectionGuard: ChannelInboundHandler, RemovableChannelHandler 
     private func admit(context: ChannelHandlerContext) {
         guard admittedAddress == nil else { return }
         let address = context.channel.remoteAddress?.ipAddress ?? "?"
+        guard !refused else { return }
         guard limiter.quota.admit(address) else {
             limiter.logRefusal(from: address)
-            context.close(promise: nil)
+            let waiting = limiter.refusing.wrappingAdd(1, ordering: .relaxed).newValue
+            refused = true
+            guard waiting <= limiter.maximumRefusing else {
+                context.close(promise: nil)
+                return
+            }
+            let channel = context.channel
+            deadline = context.eventLoop.scheduleTask(in: .seconds(HTTPConnectionLimiter.refusalWait)) { channel.close(promise: nil) }
             return
         }
         admittedAddress = address
+    }
+
+    /// The request of a connection over the limits: `503`, then the connection closes.
+    private func answerRefused(context: ChannelHandlerContext, request: HTTPRequestPart) {
+        guard case .head = request else { return }
+        deadline?.cancel()
+        let body = ByteBuffer(string: "{\"error\":\"too many connections from this address or to this node; retry in a second\"}")
+        var fields = HTTPFields()
+        fields[.retryAfter] = "1"
+        fields[.connection] = "close"
+        fields[.contentType] = "application/json"
+        fields[.contentLength] = "\(body.readableBytes)"
+        context.write(wrapOutboundOut(.head(HTTPResponse(status: .serviceUnavailable, headerFields: fields))), promise: nil)
+        context.write(wrapOutboundOut(.body(body)), promise: nil)
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -90,6 +128,10 @@ final class HTTPConnectionGuard: ChannelInboundHandler, RemovableChannelHandler 
     private func releaseSlot() {
         deadline?.cancel()
         deadline = nil
+        if refused {
+            refused = false
+            limiter.refusing.wrappingSubtract(1, ordering: .relaxed)
+        }
         if let address = admittedAddress {
             limiter.quota.release(address)
             admittedAddress = nil
@@ -97,6 +139,10 @@ final class HTTPConnectionGuard: ChannelInboundHandler, RemovableChannelHandler 
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if refused {
+            answerRefused(context: context, request: unwrapInboundIn(data))
+            return
+        }
         switch unwrapInboundIn(data) {
         case .head:
             deadline?.cancel()

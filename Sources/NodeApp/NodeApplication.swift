@@ -91,12 +91,17 @@ private func assemble(_ settings: NodeSettings, environment: [String: String], m
     configuration.sm1AccessToken = environment["ABR_WORKER_SM1_ACCESS_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
     configuration.capacity = CapacityMonitor.Configuration(cores: settings.capacityCores ?? Double(ProcessInfo.processInfo.activeProcessorCount))
     configuration.capacity.maximumLoad = settings.maxLoad
-    let descriptors = DescriptorBudget.plan(limit: DescriptorBudget.raiseLimit(), rtsp: settings.maxConnections, http: settings.maxHttpConnections)
-    if descriptors.rtspConnections < settings.maxConnections || descriptors.httpConnections < settings.maxHttpConnections {
-        logger.warning("the descriptor limit (ulimit -n) is \(descriptors.limit): connections capped at \(descriptors.rtspConnections) RTSP and \(descriptors.httpConnections) HTTP to keep \(DescriptorBudget.reserve) for files and the store; raise it for more")
+    // An HTTP connection over the limits holds a descriptor until its 503 is written: the budget
+    // holds `refusalsPerSlot` of them per connection slot.
+    let httpDescriptorsPerSlot = 1 + HTTPConnectionLimiter.refusalsPerSlot
+    let descriptors = DescriptorBudget.plan(limit: DescriptorBudget.raiseLimit(), rtsp: settings.maxConnections,
+                                            http: settings.maxHttpConnections * httpDescriptorsPerSlot)
+    let httpConnections = descriptors.httpConnections / httpDescriptorsPerSlot
+    if descriptors.rtspConnections < settings.maxConnections || httpConnections < settings.maxHttpConnections {
+        logger.warning("the descriptor limit (ulimit -n) is \(descriptors.limit): connections capped at \(descriptors.rtspConnections) RTSP and \(httpConnections) HTTP to keep \(DescriptorBudget.reserve) for files and the store; raise it for more")
     } else {
         logger.info("descriptors", metadata: ["limit": "\(descriptors.limit)", "rtsp.connections": "\(descriptors.rtspConnections)",
-                                              "http.connections": "\(descriptors.httpConnections)", "reserve": "\(DescriptorBudget.reserve)"])
+                                              "http.connections": "\(httpConnections)", "reserve": "\(DescriptorBudget.reserve)"])
     }
     let host = settings.host
     var identity = FleetMembership.Identity(nodeId: settings.nodeId ?? FleetMembership.defaultNodeId())
@@ -105,8 +110,8 @@ private func assemble(_ settings: NodeSettings, environment: [String: String], m
     identity.address = settings.advertiseAddress ?? (["0.0.0.0", "::"].contains(host) ? ProcessInfo.processInfo.hostName : host)
     configuration.identity = identity
     configuration.publisherReleaseAfterHardSunset = settings.grace
-    configuration.httpConnections.total = descriptors.httpConnections
-    configuration.httpConnections.perAddress = min(settings.maxHttpConnectionsPerAddress, descriptors.httpConnections)
+    configuration.httpConnections.total = httpConnections
+    configuration.httpConnections.perAddress = min(settings.maxHttpConnectionsPerAddress, httpConnections)
     var nodeConfiguration = LiveNode.Configuration(dataDirectory: dataDirectory)
     nodeConfiguration.grace = settings.grace
     nodeConfiguration.allowUnprovisioned = settings.allowUnprovisioned

@@ -55,8 +55,9 @@ import Glibc
 
 
     /// 20 000 half-open connections took every descriptor the process had. Now connections are
-    /// capped in all and per address, and one that sends nothing (or a header that never ends)
-    /// is closed after the idle timeout; another client is served throughout.
+    /// capped in all and per address (a request past the cap is answered 503), and one that sends
+    /// nothing (or a header that never ends) is closed after the idle timeout; another client is
+    /// served throughout.
     @Test func excessAndIdleConnectionsAreClosedAndOthersAreServed() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("abr-http-\(UUID().uuidString.prefix(8))")
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -81,8 +82,17 @@ import Glibc
                 hogs.append(hog)
             }
             #expect(waitUntil(timeout: 3) { limiter.openConnections == 6 })
+            // Past the per-address limit a request is answered 503 with Retry-After, and its connection closed.
             let seventh = try Connection(port: port)
-            #expect(seventh.read().closed, "past the per-address limit a connection is closed at once")
+            seventh.send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            let refusal = seventh.read()
+            #expect(refusal.text.hasPrefix("HTTP/1.1 503") && refusal.text.lowercased().contains("retry-after: 1"), "\(refusal)")
+            #expect(refusal.closed || seventh.read().closed)
+            // One that sends nothing is closed unanswered within a second or so.
+            let silent = try Connection(port: port)
+            let started = Date()
+            let silence = silent.read()
+            #expect(silence.closed && silence.text.isEmpty && Date().timeIntervalSince(started) < 3, "\(silence)")
             // Another address is served meanwhile.
             let other = try Connection(port: port, from: "127.0.0.2")
             other.send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n")

@@ -9,7 +9,7 @@ BASE_URL is the node's `http://127.0.0.1:PORT`; RUNG_PATH a rung's media playlis
 connection from 127.0.0.1, ask for the first part of the segment after the open one (held up to
 a segment's length). Meanwhile a bystander from 127.0.0.2 reloads the playlist and fetches its
 newest part every 0.3 s. Prints a JSON summary: how many requests got the playlist, how many
-were refused (a status, or the connection closed by the node's per-address limit), how many got
+were refused (a status, with Retry-After or not, or the connection closed unanswered), how many got
 nothing within the spec's limit, and the bystander's failures and slowest answers.
 """
 import asyncio, json, re, resource, sys, time, urllib.parse
@@ -21,7 +21,8 @@ LIMIT = 8.0  # three target durations of 2 s, and room to answer
 
 
 async def get(path, source="127.0.0.1", timeout=LIMIT):
-    """One request on its own connection: (status or None when closed unanswered, body, seconds)."""
+    """One request on its own connection: (status or None when closed unanswered, body (a 503's
+    head), seconds)."""
     start = time.monotonic()
     try:
         reader, writer = await asyncio.wait_for(asyncio.open_connection(HOST, PORT, local_addr=(source, 0)), timeout)
@@ -37,7 +38,7 @@ async def get(path, source="127.0.0.1", timeout=LIMIT):
         writer.close()
     head, _, body = data.partition(b"\r\n\r\n")
     match = re.match(rb"HTTP/1\.1 (\d{3})", head)
-    return (int(match.group(1)) if match else None), body, time.monotonic() - start
+    return (int(match.group(1)) if match else None), (head if match and match.group(1) == b"503" else body), time.monotonic() - start
 
 
 async def bystander(stop, results):
@@ -77,9 +78,10 @@ async def main():
         statuses[key] = statuses.get(key, 0) + 1
     answered = [seconds for status, body, seconds in outcomes if status == 200 and b"#EXTM3U" in body]
     hung = [seconds for status, _, seconds in outcomes if seconds >= LIMIT]
+    retry_after = sum(1 for status, head, _ in outcomes if status == 503 and re.search(rb"(?i)\r\nretry-after: *\d+", head))
     times = sorted(seconds for _, seconds in watched)
     print(json.dumps({
-        "requests": COUNT, "statuses": statuses, "playlists": len(answered),
+        "requests": COUNT, "statuses": statuses, "playlists": len(answered), "retry_after": retry_after,
         "slowest_playlist_s": round(max(answered), 3) if answered else None, "hung": len(hung), "all_done_s": round(elapsed, 2),
         "bystander_requests": len(watched), "bystander_failures": sum(1 for ok, _ in watched if not ok),
         "bystander_p95_s": round(times[int(len(times) * 0.95)], 3) if times else None,
