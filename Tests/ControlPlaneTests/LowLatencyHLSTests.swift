@@ -48,6 +48,7 @@ import TestSupport
                                                         node.httpBase + rung, Self.hlsJS.path, "35",
                                                         node.httpBase + "/hls/live/stream1/master.m3u8"], timeout: 120)
         #expect(check.status == 0, "\(check.stdout.suffix(2500)) \(check.stderr.suffix(800))")
+        #expect(check.stdout.contains("\"hlsjs\": \"1.6."), "the player is hls.js 1.6: \(check.stdout.suffix(400))")
 
         // The status page's player is hls.js, from the node, in low-latency mode.
         let page = try node.http("GET", "/")

@@ -49,7 +49,7 @@ window.hls = hls;
 PROBE = """JSON.stringify((() => {
   const v = document.getElementById('v'), h = window.hls;
   const names = performance.getEntriesByType('resource').map(e => e.name);
-  return { time: v ? v.currentTime : 0, paused: v ? v.paused : true, readyState: v ? v.readyState : 0,
+  return { version: h ? h.constructor.version : null, time: v ? v.currentTime : 0, paused: v ? v.paused : true, readyState: v ? v.readyState : 0,
     latency: h ? h.latency : null, targetLatency: h ? h.targetLatency : null,
     parts: names.filter(n => /part_\\d+_\\d+\\.m4s/.test(n)).length,
     blocking: names.filter(n => n.includes('_HLS_msn=')).length,
@@ -259,7 +259,7 @@ def main():
     last = samples[-1] if samples else {}
     advanced = (played[-1]["time"] - played[0]["time"]) if len(played) > 1 else 0
     summary = {
-        "played": advanced >= seconds / 3, "advanced": round(advanced, 2),
+        "hlsjs": last.get("version"), "played": advanced >= seconds / 3, "advanced": round(advanced, 2),
         "latency_max": max(counted) if counted else None,
         "latency_median": sorted(counted)[len(counted) // 2] if counted else None,
         "latency_samples": len(counted), "targetLatency": last.get("targetLatency"),
