@@ -3,7 +3,7 @@
 # reloads, and what Low-Latency HLS costs the ladder. One live ladder (the edge ladder: the
 # 2 Mbit/s 720p top passed through, 480p, 360p, 240p), published in a loop on loopback:
 #
-# 1. hls.js 1.5 (PyPI's gradio wheel) in headless Chromium, `lowLatencyMode: true`, `maxLiveSyncPlaybackRate: 1.5` as the status page sets it, on each rung
+# 1. hls.js 1.6 (PyPI's gradio wheel) in headless Chromium, `lowLatencyMode: true`, `maxLiveSyncPlaybackRate: 1.5` as the status page sets it, on each rung
 #    in turn for RUNG_SECONDS: its `latency` every second after a warm-up (median and p95), and
 #    the stalls it reported (bufferStalledError).
 # 2. N pollers following the blocking-reload protocol over the four rungs, each from its own

@@ -25,6 +25,7 @@ final class PlayerAdaptation: Sendable {
 
     private let subscriber: MediaSubscriber
     private let transport: PlayerTransport
+    private let profile: AdaptationProfile
     private let registry: StreamRegistry
     private let ladder: [Int: String]
     private let logger: Logger
@@ -60,6 +61,7 @@ final class PlayerAdaptation: Sendable {
         self.logger = logger
         self.subscriber = subscriber
         self.transport = transport
+        profile = AdaptationProfile(transport)
         self.registry = registry
         self.ladder = ladder
         self.onSwitch = onSwitch
@@ -69,7 +71,7 @@ final class PlayerAdaptation: Sendable {
     func start() {
         // UDP players are judged when their reports arrive, packet players when their protocol's
         // feedback does (`observe(_:)`).
-        guard transport.sentMedia == nil, !(transport is SinkTransport) else { return }
+        guard profile.evidence == .tcpInfo else { return }
         let task = transport.eventLoop.scheduleRepeatedTask(initialDelay: Self.interval, delay: Self.interval) { [self] _ in
             transport.connectionInfo().whenSuccess { [self] info in observe(info) }
         }
@@ -185,17 +187,7 @@ final class PlayerAdaptation: Sendable {
                 state.awaitingLanding = false
                 state.policy!.landed(at: sample.time)
             }
-            // A UDP probe is judged on reports: it must outlast the interval between two.
-            if transport.sentMedia != nil {
-                state.policy!.probeDuration = min(8, max(3, state.reportInterval * 1.5))
-            } else if transport is SinkTransport {
-                // Its ramp's second, then the seconds the evidence spans. A ramped probe that
-                // finds too little costs the media little (it ends as the queue starts to build),
-                // so probes may come closer together: a link that opens is found sooner.
-                state.policy!.probeDuration = 4
-                state.policy!.maximumProbeHold = 6
-                state.policy!.probeJudgedWhenFull = true
-            }
+            profile.configureProbes(&state.policy!, reportInterval: state.reportInterval)
             let wasProbing = state.policy!.isProbing
             let decision = state.policy!.observe(sample)
             if wasProbing, !state.policy!.isProbing {
@@ -217,7 +209,7 @@ final class PlayerAdaptation: Sendable {
             // falls on that IDR too (seen in Chromium: 480p's first IDR lost on a 1.3 Mbit/s link
             // the 720p rung overfilled, 4–5 s frozen until the next one). Stopping the old rung at
             // once lets the queue drain before the IDR: the picture holds until then instead.
-            if transport is SinkTransport, level > current.level { flush = true }
+            if profile.paced, level > current.level { flush = true }
             // Down: the link no longer carries this rung, so the target's encoder is asked for an
             // IDR now rather than the player waiting for the grid's (up to a keyframe interval of
             // pictures its link cannot carry). Up can wait: the current rung still flows.
@@ -245,7 +237,7 @@ final class PlayerAdaptation: Sendable {
         // it, the queue (and the loss past it) shows at a fraction of the padding, and the
         // policy ends the probe before it costs the media much. TCP's own window does that for
         // an interleaved player.
-        let ramps = transport is SinkTransport
+        let ramps = profile.paced
         for index in 0..<max(1, Int(seconds * 10)) {
             transport.eventLoop.scheduleTask(in: .milliseconds(Int64(index) * 100)) { [self] in
                 // The policy ends a probe as soon as a queue builds: the padding stops with it.
@@ -254,6 +246,52 @@ final class PlayerAdaptation: Sendable {
                 // A probe is watched closely: the sooner a queue is seen building, the less it delays the media.
                 if index > 0 { transport.connectionInfo().whenSuccess { [self] info in observe(info) } }
             }
+        }
+    }
+}
+
+/// What a player's transport lets its adaptation see, and what a move costs it: fixed when the
+/// player starts, so the policy's transport-specific settings live in one place.
+struct AdaptationProfile: Equatable {
+    enum Evidence: Equatable {
+        /// Interleaved RTSP over TCP: the kernel's `TCP_INFO` and the player's outbox, read every interval.
+        case tcpInfo
+        /// RTP over UDP (RTSP, or WebRTC without transport-wide feedback): RTCP receiver reports, when the player sends them.
+        case receiverReports
+        /// WebRTC with transport-wide congestion control: per-packet arrival feedback.
+        case transportFeedback
+    }
+
+    var evidence: Evidence
+    /// Datagrams the node paces itself (WebRTC): no TCP window releases them and nothing
+    /// retransmits them, so the old rung's tail is lost rather than late.
+    var paced: Bool
+
+    init(evidence: Evidence, paced: Bool) {
+        self.evidence = evidence
+        self.paced = paced
+    }
+
+    init(_ transport: PlayerTransport) {
+        paced = transport is SinkTransport
+        evidence = transport.sentMedia != nil ? .receiverReports : paced ? .transportFeedback : .tcpInfo
+    }
+
+    /// How long a probe lasts and how it is judged.
+    func configureProbes(_ policy: inout SwitchingPolicy, reportInterval: Double) {
+        switch evidence {
+        case .receiverReports:
+            // Judged on reports: a probe must outlast the interval between two.
+            policy.probeDuration = min(8, max(3, reportInterval * 1.5))
+        case .transportFeedback:
+            // Its ramp's second, then the seconds the evidence spans. A ramped probe that finds
+            // too little costs the media little (it ends as the queue starts to build), so probes
+            // may come closer together: a link that opens is found sooner.
+            policy.probeDuration = 4
+            policy.maximumProbeHold = 6
+            policy.probeJudgedWhenFull = true
+        case .tcpInfo:
+            break
         }
     }
 }
