@@ -280,7 +280,12 @@ public enum HTTPAPI {
         let idle = Duration.seconds(plane.configuration.httpIdleTimeout)
         let plain = HTTP1Channel.Configuration(additionalChannelHandlers: [HTTPConnectionGuard(limiter: limiter)], idleTimeout: .seconds(plane.configuration.httpIdleTimeout))
         let server: HTTPServerBuilder = try tls.map { tls in
-            try .http2Upgrade(tlsConfiguration: tls, configuration: .init(idleTimeout: idle, streamConfiguration: plain))
+            // The handshake must finish in time, before HTTP's own guards see the connection.
+            HTTPServerBuilder { responder in
+                HandshakeGuardedChannel(base: try HTTP2UpgradeChannel(tlsConfiguration: tls, configuration: .init(idleTimeout: idle, streamConfiguration: plain),
+                                                                      responder: responder),
+                                        limiter: limiter)
+            }
         } ?? .http1(configuration: plain)
         return Application(router: makeRouter(plane),
                     server: server,

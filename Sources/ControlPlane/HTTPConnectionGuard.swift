@@ -14,46 +14,60 @@ import Synchronization
 /// file descriptor, and RTSP, HLS files and the store need theirs: past either limit a new
 /// connection is not served. Its request gets `503` with `Retry-After` and the connection is
 /// closed, so a player knows why and when to come back; one that sends no request within a
-/// second is closed unanswered, and past `maximumRefusing` such connections at once (two per
-/// connection slot, which the node's descriptor budget holds) a new one is closed at once.
+/// second is closed unanswered, and past `Limits.refusing` such connections at once (two per
+/// connection slot where descriptors allow) a new one is closed at once.
 public final class HTTPConnectionLimiter: Sendable {
     public struct Limits: Sendable {
         public var total = 512
         public var perAddress = 64
         /// Seconds a request may take from its head to its last body byte.
         public var requestTimeout: Int64 = 30
+        /// Connections over the limits held at once until their request is answered `503`; past
+        /// it they are closed at once. Each holds a descriptor for up to a second, so the node
+        /// sets it from what its descriptor budget has to spare (two per slot when it can).
+        public var refusing = 1024
+        /// Seconds a TLS handshake may take (`TLSHandshakeGuard`).
+        public var tlsHandshakeTimeout: Int64 = 10
+        /// Seconds an answer may wait for a client that reads none of it. Hummingbird's idle
+        /// timeout spares a connection while a response is being written (a streamed body, an
+        /// HTTP/2 stream out of window), so it alone does not free such a slot.
+        public var writeStallTimeout: Int64 = 30
         public init() {}
     }
 
     public let limits: Limits
     let quota: ConnectionQuota
+    /// TLS handshakes under way, capped as connections are (`TLSHandshakeGuard`).
+    let handshakes: ConnectionQuota
     /// Connections over the limits waiting for their request, to be answered `503`.
     let refusing = Atomic<Int>(0)
-    /// Such connections at once, per connection slot: a burst from one address is answered, not dropped.
+    /// Such connections at once, per connection slot, where descriptors allow (`Limits.refusing`).
     public static let refusalsPerSlot = 2
-    var maximumRefusing: Int { limits.total * Self.refusalsPerSlot }
     /// Seconds a connection over the limits has to send its request before it is closed unanswered.
     static let refusalWait: Int64 = 1
     let logger = Logger(label: "abr.http")
     /// At most one line a second, so a flood of connections cannot become a flood of log lines.
     private let refusals = RefusalLog()
 
-    func logRefusal(from address: String) {
-        refusals.log(logger, "connection refused: too many connections", metadata: [
+    func logRefusal(from address: String, reason: String = "too many connections") {
+        refusals.log(logger, "connection refused: \(reason)", metadata: [
             "http.address": "\(address)", "http.connections": "\(quota.open)", "http.refused": "\(quota.refused)"])
     }
 
     public init(limits: Limits) {
         self.limits = limits
         quota = ConnectionQuota(total: limits.total, perAddress: limits.perAddress)
+        handshakes = ConnectionQuota(total: limits.total, perAddress: limits.perAddress)
     }
 
     public var openConnections: Int { quota.open }
+    public var tlsHandshakesUnderWay: Int { handshakes.open }
     public var refusedConnections: Int { quota.refused }
 }
 
 /// One HTTP connection's guard, after the HTTP decoder: counts the connection in (or answers its
-/// request `503`, then closes it),
+/// request `503`, then closes it), closes one whose client stops reading an answer for
+/// `writeStallTimeout`,
 /// and closes a connection whose request does not arrive whole within the request timeout (a
 /// body trickled a byte at a time). A connection with no request under way, or one whose head is
 /// still arriving, is closed by Hummingbird's idle timeout.
@@ -65,6 +79,8 @@ final class HTTPConnectionGuard: ChannelInboundHandler, RemovableChannelHandler 
     private let limiter: HTTPConnectionLimiter
     private var admittedAddress: String?
     private var deadline: Scheduled<Void>?
+    /// Set while the socket's buffer is full: the client is not reading what it asked for.
+    private var writeStall: Scheduled<Void>?
     /// Over the limits: its request is answered `503` and the connection closed.
     private var refused = false
 
@@ -89,7 +105,7 @@ final class HTTPConnectionGuard: ChannelInboundHandler, RemovableChannelHandler 
             limiter.logRefusal(from: address)
             let waiting = limiter.refusing.wrappingAdd(1, ordering: .relaxed).newValue
             refused = true
-            guard waiting <= limiter.maximumRefusing else {
+            guard waiting <= limiter.limits.refusing else {
                 context.close(promise: nil)
                 return
             }
@@ -106,8 +122,9 @@ final class HTTPConnectionGuard: ChannelInboundHandler, RemovableChannelHandler 
         deadline?.cancel()
         let body = ByteBuffer(string: "{\"error\":\"too many connections from this address or to this node; retry in a second\"}")
         var fields = HTTPFields()
+        // No `Connection: close`: over HTTP/2 (where this is one stream) that field is malformed;
+        // the close after the answer says it over HTTP/1.1.
         fields[.retryAfter] = "1"
-        fields[.connection] = "close"
         fields[.contentType] = "application/json"
         fields[.contentLength] = "\(body.readableBytes)"
         context.write(wrapOutboundOut(.head(HTTPResponse(status: .serviceUnavailable, headerFields: fields))), promise: nil)
@@ -128,6 +145,8 @@ final class HTTPConnectionGuard: ChannelInboundHandler, RemovableChannelHandler 
     private func releaseSlot() {
         deadline?.cancel()
         deadline = nil
+        writeStall?.cancel()
+        writeStall = nil
         if refused {
             refused = false
             limiter.refusing.wrappingSubtract(1, ordering: .relaxed)
@@ -136,6 +155,17 @@ final class HTTPConnectionGuard: ChannelInboundHandler, RemovableChannelHandler 
             limiter.quota.release(address)
             admittedAddress = nil
         }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable {
+            writeStall?.cancel()
+            writeStall = nil
+        } else if writeStall == nil {
+            let channel = context.channel
+            writeStall = context.eventLoop.scheduleTask(in: .seconds(limiter.limits.writeStallTimeout)) { channel.close(promise: nil) }
+        }
+        context.fireChannelWritabilityChanged()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {

@@ -91,12 +91,8 @@ private func assemble(_ settings: NodeSettings, environment: [String: String], m
     configuration.sm1AccessToken = environment["ABR_WORKER_SM1_ACCESS_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
     configuration.capacity = CapacityMonitor.Configuration(cores: settings.capacityCores ?? Double(ProcessInfo.processInfo.activeProcessorCount))
     configuration.capacity.maximumLoad = settings.maxLoad
-    // An HTTP connection over the limits holds a descriptor until its 503 is written: the budget
-    // holds `refusalsPerSlot` of them per connection slot.
-    let httpDescriptorsPerSlot = 1 + HTTPConnectionLimiter.refusalsPerSlot
-    let descriptors = DescriptorBudget.plan(limit: DescriptorBudget.raiseLimit(), rtsp: settings.maxConnections,
-                                            http: settings.maxHttpConnections * httpDescriptorsPerSlot)
-    let httpConnections = descriptors.httpConnections / httpDescriptorsPerSlot
+    let descriptors = DescriptorBudget.plan(limit: DescriptorBudget.raiseLimit(), rtsp: settings.maxConnections, http: settings.maxHttpConnections)
+    let httpConnections = descriptors.httpConnections
     if descriptors.rtspConnections < settings.maxConnections || httpConnections < settings.maxHttpConnections {
         logger.warning("the descriptor limit (ulimit -n) is \(descriptors.limit): connections capped at \(descriptors.rtspConnections) RTSP and \(httpConnections) HTTP to keep \(DescriptorBudget.reserve) for files and the store; raise it for more")
     } else {
@@ -112,6 +108,10 @@ private func assemble(_ settings: NodeSettings, environment: [String: String], m
     configuration.publisherReleaseAfterHardSunset = settings.grace
     configuration.httpConnections.total = httpConnections
     configuration.httpConnections.perAddress = min(settings.maxHttpConnectionsPerAddress, httpConnections)
+    // A connection over the limits holds a descriptor until its 503 is written: as many as the
+    // budget has to spare beyond its connections, two per slot at most (none: closed at once).
+    configuration.httpConnections.refusing = min(httpConnections * HTTPConnectionLimiter.refusalsPerSlot,
+                                                 max(0, descriptors.limit - DescriptorBudget.reserve - descriptors.rtspConnections - httpConnections))
     var nodeConfiguration = LiveNode.Configuration(dataDirectory: dataDirectory)
     nodeConfiguration.grace = settings.grace
     nodeConfiguration.allowUnprovisioned = settings.allowUnprovisioned

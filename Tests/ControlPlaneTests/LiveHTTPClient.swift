@@ -5,6 +5,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 import ServiceLifecycle
 import Synchronization
 
@@ -97,9 +98,11 @@ enum HTTPTestError: Error {
 }
 
 /// Runs the node's HTTP API on a free loopback port for the length of `body`, then shuts it down gracefully.
-func withLiveAPI<Value: Sendable>(_ plane: ControlPlane, _ body: @Sendable (LiveHTTPClient) async throws -> Value) async throws -> Value {
+/// With `tls`, the port is HTTPS (HTTP/2 and HTTP/1.1), as `--tls-cert` makes it.
+func withLiveAPI<Value: Sendable>(_ plane: ControlPlane, tls: TLSConfiguration? = nil,
+                                  _ body: @Sendable (LiveHTTPClient) async throws -> Value) async throws -> Value {
     let (ports, portSink) = AsyncStream.makeStream(of: Int.self)
-    let app = try HTTPAPI.makeApplication(plane, host: "127.0.0.1", port: 0) { port in portSink.yield(port) }
+    let app = try HTTPAPI.makeApplication(plane, host: "127.0.0.1", port: 0, tls: tls) { port in portSink.yield(port) }
     var logger = Logger(label: "test.http")
     logger.logLevel = .warning
     let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [], logger: logger))
