@@ -37,7 +37,7 @@ public final class HTTPConnectionLimiter: Sendable {
 
     public let limits: Limits
     let quota: ConnectionQuota
-    /// TLS handshakes under way, capped as connections are (`TLSHandshakeGuard`).
+    /// TLS handshakes under way (`TLSHandshakeGuard`): as many as connections and refusals.
     let handshakes: ConnectionQuota
     /// Connections over the limits waiting for their request, to be answered `503`.
     let refusing = Atomic<Int>(0)
@@ -57,7 +57,10 @@ public final class HTTPConnectionLimiter: Sendable {
     public init(limits: Limits) {
         self.limits = limits
         quota = ConnectionQuota(total: limits.total, perAddress: limits.perAddress)
-        handshakes = ConnectionQuota(total: limits.total, perAddress: limits.perAddress)
+        // A connection over the limits is answered 503 once its handshake is done, so the
+        // handshakes it may hold are those of its refusals too.
+        let handshakeSlots = limits.refusing > 0 ? 1 + Self.refusalsPerSlot : 1
+        handshakes = ConnectionQuota(total: limits.total + limits.refusing, perAddress: limits.perAddress * handshakeSlots)
     }
 
     public var openConnections: Int { quota.open }

@@ -170,6 +170,8 @@ import Glibc
             configuration.httpConnections.total = 12
             configuration.httpConnections.perAddress = 6
             configuration.httpConnections.tlsHandshakeTimeout = 2
+            // No 503 refusals (as under a low descriptor limit): handshakes are capped at the connections'.
+            configuration.httpConnections.refusing = 0
             configuration.httpIdleTimeout = 30
         }
         defer { Self.shutDown(plane) }
