@@ -13,8 +13,8 @@ import Synchronization
 /// How many HTTP connections the node holds, in all and per IP address. Every connection is a
 /// file descriptor, and RTSP, HLS files and the store need theirs: past either limit a new
 /// connection is not served. Its request gets `503` with `Retry-After` and the connection is
-/// closed, so a player knows why and when to come back; one that sends no request within a
-/// second is closed unanswered, and past `Limits.refusing` such connections at once (two per
+/// closed, so a player knows why and when to come back; one that sends no request within 5 s
+/// is closed unanswered, and past `Limits.refusing` such connections at once (two per
 /// connection slot where descriptors allow) a new one is closed at once.
 public final class HTTPConnectionLimiter: Sendable {
     public struct Limits: Sendable {
@@ -43,8 +43,11 @@ public final class HTTPConnectionLimiter: Sendable {
     let refusing = Atomic<Int>(0)
     /// Such connections at once, per connection slot, where descriptors allow (`Limits.refusing`).
     public static let refusalsPerSlot = 2
-    /// Seconds a connection over the limits has to send its request before it is closed unanswered.
-    static let refusalWait: Int64 = 1
+    /// Seconds a connection over the limits has to send its request before it is closed
+    /// unanswered. Not less: a burst of a thousand connections can keep the event loop from
+    /// reading their requests for a second or more on a busy machine (seen in CI), and those
+    /// are to be answered. Their number is capped (`Limits.refusing`), not their wait.
+    static let refusalWait: Int64 = 5
     let logger = Logger(label: "abr.http")
     /// At most one line a second, so a flood of connections cannot become a flood of log lines.
     private let refusals = RefusalLog()
