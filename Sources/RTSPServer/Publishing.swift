@@ -16,7 +16,7 @@ public struct RelayEverything: PublishPolicy {
     }
 }
 
-/// Turns one announced track's RTP into access units with continuous timestamps.
+/// Turns one announced track's RTP into access units (the session's `PublisherTimeline` places their timestamps).
 struct IncomingTrack {
     enum Kind {
         case video(H264Depacketizer)
@@ -29,8 +29,6 @@ struct IncomingTrack {
     var reorder = RTPReorderBuffer(capacity: 64)
     /// Only the publisher's own SSRC, in sequence, gets through.
     var sourceFilter = RTPSourceFilter()
-    var lastTimestamp: UInt32?
-    var ticks: Int64 = 0
     var videoFormat: VideoFormat?
     var packetsReceived = 0
     var bytesReceived = 0
@@ -69,37 +67,10 @@ struct IncomingTrack {
         }
     }
 
-    /// Continuous ticks from 32-bit RTP timestamps (which wrap, and start at a random value).
-    mutating func unwrap(_ timestamp: UInt32, startTicks: Int64) -> Int64 {
-        if let last = lastTimestamp {
-            ticks += Int64(Int32(bitPattern: timestamp &- last))
-        } else {
-            ticks = startTicks
-        }
-        lastTimestamp = timestamp
-        return ticks
-    }
-
-    /// A timestamp this far behind the last one is not B-frame reordering but a new timeline
-    /// (an encoder restarted with another timestamp base).
-    static let maximumBackwardStep = 1.0
-    /// A step forward this large is a new timeline too (a clock reset, or a long pause).
-    static let maximumForwardStep = 5.0
-
-    /// Whether `timestamp` starts a new timeline relative to the last unit's.
-    func jumps(to timestamp: UInt32) -> Bool {
-        guard let last = lastTimestamp, media.clockRate > 0 else { return false }
-        let step = Double(Int32(bitPattern: timestamp &- last)) / Double(media.clockRate)
-        return step < -Self.maximumBackwardStep || step > Self.maximumForwardStep
-    }
-
     /// `ticks` of this track's clock as a media time.
     func time(_ ticks: Int64) -> MediaTime {
         MediaTime(ticks: ticks, timeBase: Rational(1, Int32(clamping: max(1, media.clockRate))))
     }
-
-    /// Seconds of media on this track's continuous timeline so far.
-    var seconds: Double { media.clockRate > 0 ? Double(ticks) / Double(media.clockRate) : 0 }
 
     var isSupported: Bool {
         if case .unsupported = kind { return false }

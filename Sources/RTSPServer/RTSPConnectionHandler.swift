@@ -311,6 +311,7 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
             session.state.withLock { state in
                 state.sink = sink
                 state.tracks = description.media.map(IncomingTrack.init)
+                state.timeline = PublisherTimeline(wrapBits: 32, clock: .perTrack(description.media.map { Int64($0.clockRate) }))
             }
             let server = self.server
             let revoke: @Sendable (String) -> Void = { [id = session.id] reason in

@@ -32,8 +32,8 @@ final class ServerSession: Sendable {
         var lastReceiverReport: UInt64 = 0
         /// Our SSRC as a receiver, in the reports we send the publisher.
         var receiverSSRC = UInt32.random(in: 1...UInt32.max)
-        /// Where every track's timeline was re-anchored after a timestamp jump, in seconds since RECORD.
-        var timelineAnchor: Double?
+        /// Every track's RTP timestamps on one timeline, in seconds since RECORD at the start.
+        var timeline = PublisherTimeline(wrapBits: 32, clock: .perTrack([]))
         /// Refusals of the publisher's in-band parameter sets (UDP: one forged packet must not end the publish).
         var refusals = RefusalStreak()
         // Player
@@ -152,18 +152,11 @@ final class ServerSession: Sendable {
             }
             let sinceStart = Double(now &- started) / 1e9
             track.reception.record(packet, arrival: Double(now) / 1e9, clockRate: track.media.clockRate)
-            // A new timeline re-anchors every track just after the furthest one's last tick.
-            func anchorTicks(_ track: IncomingTrack) -> Int64 {
-                let seconds = state.timelineAnchor ?? sinceStart
-                return Int64(seconds * Double(track.media.clockRate))
-            }
-            func restartTimeline() {
-                state.tracks[index] = track
-                let furthest = state.tracks.map(\.seconds).max() ?? 0
-                state.timelineAnchor = max(sinceStart, furthest + 0.1)
-                for other in state.tracks.indices { state.tracks[other].lastTimestamp = nil }
-                track = state.tracks[index]
-                deliveries.append(.timelineRestarted)
+            /// `timestamp` on the session's timeline, in the track's ticks; a jump starts a new timeline.
+            func place(_ timestamp: UInt32) -> MediaTime {
+                let (ticks, restarted) = state.timeline.place(Int64(timestamp), track: index, arrival: sinceStart)
+                if restarted { deliveries.append(.timelineRestarted) }
+                return track.time(ticks)
             }
             // The sink hears of a format before any media in it.
             func announceFormats() {
@@ -198,19 +191,17 @@ final class ServerSession: Sendable {
                             }
                             track.videoFormat = format
                         }
-                        if track.jumps(to: unit.timestamp) { restartTimeline() }
-                        let ticks = track.unwrap(unit.timestamp, startTicks: anchorTicks(track))
+                        let time = place(unit.timestamp)
                         guard track.videoFormat != nil else { continue }
                         announceFormats()
-                        deliveries.append(.video(unit.nalUnits, time: track.time(ticks), isKeyframe: unit.containsIDR))
+                        deliveries.append(.video(unit.nalUnits, time: time, isKeyframe: unit.containsIDR))
                     }
                     track.kind = .video(depacketizer)
                 case .audio(var depacketizer, let format):
                     for frame in depacketizer.push(ready, lostBefore: lost) {
-                        if track.jumps(to: frame.timestamp) { restartTimeline() }
-                        let ticks = track.unwrap(frame.timestamp, startTicks: anchorTicks(track))
+                        let time = place(frame.timestamp)
                         announceFormats()
-                        deliveries.append(.audio(frame.data, time: track.time(ticks)))
+                        deliveries.append(.audio(frame.data, time: time))
                     }
                     track.kind = .audio(depacketizer, format)
                 case .unsupported:

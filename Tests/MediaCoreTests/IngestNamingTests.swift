@@ -49,6 +49,28 @@ import Testing
         // Audio follows the new anchor without a second restart.
         #expect(timeline.place(12_345 + 900_000 + 900, track: 1) == (wrap + 9900, false))
     }
+
+    /// RTP: each track has its own rate and a random start. A track's first time is where it
+    /// arrived; a jump on one track re-anchors both just after the furthest second reached.
+    @Test func rtpTracksKeepTheirOwnClocksAndRestartTogether() {
+        var timeline = PublisherTimeline(wrapBits: 32, clock: .perTrack([90000, 48000]))
+        let wrap = Int64(1) << 32
+        // Video starts near the wrap, audio half a second later at an unrelated number.
+        #expect(timeline.place(wrap - 3000, track: 0, arrival: 0) == (0, false))
+        #expect(timeline.place(77, track: 1, arrival: 0.5) == (24000, false))
+        // Across the wrap: 6000 ticks on; then a B-frame 3000 back is not a new timeline.
+        #expect(timeline.place(3000, track: 0, arrival: 0.07) == (6000, false))
+        #expect(timeline.place(0, track: 0, arrival: 0.08) == (3000, false))
+        #expect(timeline.place(77 + 48000, track: 1, arrival: 1.5) == (72000, false))
+        // The video encoder restarts its clock: 10 s back. Both tracks start again at 1.5 + 0.1 s,
+        // audio on its next frame, without a second restart.
+        let (video, restarted) = timeline.place(wrap - 3000 - 900_000, track: 0, arrival: 1.2)
+        #expect(restarted && video == 144_000)
+        #expect(timeline.place(5, track: 1, arrival: 1.6) == (76800, false))
+        // A late arrival wins over the furthest point: the new timeline starts at the wall clock.
+        let (later, again) = timeline.place(wrap - 3000 + 9_000_000, track: 0, arrival: 30)
+        #expect(again && later == 30 * 90000)
+    }
 }
 
 @Suite struct ElementaryStreamsTests {
