@@ -57,7 +57,8 @@ let package = Package(
         // The publish contract every ingest protocol shares: the node's policy, one publisher
         // slot per stream, connection quotas, credentials and in-band picture checks, refusal logs.
         .target(name: "Ingest", dependencies: ["MediaCore", .product(name: "Logging", package: "swift-log"),
-                                              .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")]),
+                                              .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+                                              .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]),
         .target(
             name: "RTSPServer",
             dependencies: [
@@ -132,6 +133,7 @@ let package = Package(
         .target(
             name: "Store",
             dependencies: [
+                "Ingest",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),

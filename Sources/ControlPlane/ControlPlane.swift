@@ -71,8 +71,8 @@ public final class ControlPlane: Sendable {
     private let readiness = Atomic<Bool>(false)
     /// `rtsp://host:port` once the RTSP server listens: links on the status page and in job views.
     private let rtspBase = Mutex<String?>(nil)
-    /// Where publishers reach the node over the other protocols (`rtmp://host:port`, `srt://host:port`).
-    private let ingestBases = Mutex<(rtmp: String?, srt: String?)>((nil, nil))
+    /// The listeners of the other publish protocols, once they listen, and the host they listen on.
+    private let ingestListeners = Mutex<[(host: String, endpoint: IngestEndpoint)]>([])
     /// The RTSP server, once attached: its players, and new players refused in HARD_SUNSET.
     let rtspService = Mutex<RTSPService?>(nil)
     let webrtcService = Mutex<WebRTCService?>(nil)
@@ -151,22 +151,20 @@ public final class ControlPlane: Sendable {
     }
     public var rtspBaseURL: String? { rtspBase.withLock { $0 } }
 
-    /// The RTMP and SRT listeners' bases, once they listen.
-    public func setIngest(rtmp: String? = nil, srt: String? = nil) {
-        ingestBases.withLock { bases in
-            if let rtmp { bases.rtmp = rtmp }
-            if let srt { bases.srt = srt }
-        }
+    /// A publish protocol's listener, once it listens on `host`: its URLs are shown, and the fleet
+    /// tells stream managers about it.
+    public func addIngest(_ endpoint: IngestEndpoint, host: String) {
+        ingestListeners.withLock { $0.append((host, endpoint)) }
+        fleet.setPorts { $0.ingest.append(endpoint) }
     }
-    public var ingestBaseURLs: (rtmp: String?, srt: String?) { ingestBases.withLock { $0 } }
+
+    /// The publish protocols the node listens on besides RTSP, in the order they started.
+    public var ingestEndpoints: [IngestEndpoint] { ingestListeners.withLock { $0.map(\.endpoint) } }
 
     /// Every URL a publisher may push `top` (`live/stream1_1`) to, one per protocol the node listens on.
     public func publishURLs(top: String) -> [String] {
-        var urls = [rtspBaseURL.map { "\($0)/\(top)" }].compactMap { $0 }
-        let bases = ingestBaseURLs
-        if let rtmp = bases.rtmp { urls.append("\(rtmp)/\(top)") }
-        if let srt = bases.srt { urls.append("\(srt)?streamid=publish:\(top)") }
-        return urls
+        let others = ingestListeners.withLock { $0 }.map { $0.endpoint.ingestProtocol.publishURL(host: $0.host, port: $0.endpoint.port, stream: top) }
+        return [rtspBaseURL.map { "\($0)/\(top)" }].compactMap { $0 } + others
     }
 
     // MARK: Views
@@ -175,7 +173,7 @@ public final class ControlPlane: Sendable {
     public struct JobView: Codable, Sendable {
         public struct Publisher: Codable, Sendable {
             public var address: String
-            /// `rtsp`, `rtmp` or `srt`.
+            /// The protocol's URL scheme: `rtsp`, `rtmp`, `srt`.
             public var `protocol`: String?
             public var since: Double?
             public var codecs: String?
@@ -327,6 +325,7 @@ public final class ControlPlane: Sendable {
     public func metricsExposition() -> String {
         metrics.exposition(statuses: node.jobs.map(\.status), capacity: capacitySnapshot(), provisions: node.ladders.count, nodeState: fleet.nodeState,
                            registryOfStreams: registry, sseListeners: events.listenerCount,
+                           publishProtocols: ["rtsp"] + ingestEndpoints.map(\.ingestProtocol.scheme),
                            webrtcViewers: webrtcService.withLock { $0 }?.viewers ?? [])
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Ingest
 import Logging
 import MediaCore
 import ServiceLifecycle
@@ -70,8 +71,8 @@ public final class FleetMembership: Sendable {
     public struct Ports: Sendable, Equatable {
         public var rtsp = 0
         public var http = 0
-        public var rtmp: Int?
-        public var srt: Int?
+        /// The other publish protocols' listeners.
+        public var ingest: [IngestEndpoint] = []
     }
 
     public let identity: Identity
@@ -109,7 +110,7 @@ public final class FleetMembership: Sendable {
 
 /// A node as a node request answers it: the fields of the Stream Manager 2.0 answer, plus the
 /// URLs a client needs when the node does not listen on the default ports.
-public struct NodeAnswer: Codable, Sendable, Equatable {
+public struct NodeAnswer: Encodable, Sendable, Equatable {
     public var streamGuid: String
     public var serverAddress: String
     public var nodeRole: String
@@ -119,8 +120,9 @@ public struct NodeAnswer: Codable, Sendable, Equatable {
     public var nodeId: String
     public var rtspPort: Int
     public var rtsp: String
-    public var rtmp: String?
-    public var srt: String?
+    /// A publish URL for each other protocol the node listens on, by scheme (`rtmp`, `srt`): each
+    /// is a field of the answer named by its scheme.
+    public var publishURLs: [String: String]
     public var http: String
 
     init(streamGuid: String, role: String, node: NodeRecord) {
@@ -134,9 +136,33 @@ public struct NodeAnswer: Codable, Sendable, Equatable {
         rtspPort = node.rtspPort
         let host = node.address.contains(":") ? "[\(node.address)]" : node.address
         rtsp = "rtsp://\(host):\(node.rtspPort)/\(streamGuid)"
-        rtmp = node.rtmpPort.map { "rtmp://\(host):\($0)/\(streamGuid)" }
-        srt = node.srtPort.map { "srt://\(host):\($0)?streamid=publish:\(streamGuid)" }
+        publishURLs = Dictionary((node.ingest ?? []).map {
+            ($0.ingestProtocol.scheme, $0.ingestProtocol.publishURL(host: node.address, port: $0.port, stream: streamGuid))
+        }, uniquingKeysWith: { first, _ in first })
         http = "http://\(host):\(node.httpPort)"
+    }
+
+    private struct Key: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(_ string: String) { stringValue = string }
+        init?(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: Key.self)
+        try container.encode(streamGuid, forKey: Key("streamGuid"))
+        try container.encode(serverAddress, forKey: Key("serverAddress"))
+        try container.encode(nodeRole, forKey: Key("nodeRole"))
+        try container.encode(subGroup, forKey: Key("subGroup"))
+        try container.encode(nodeState, forKey: Key("nodeState"))
+        try container.encode(subscribers, forKey: Key("subscribers"))
+        try container.encode(nodeId, forKey: Key("nodeId"))
+        try container.encode(rtspPort, forKey: Key("rtspPort"))
+        try container.encode(rtsp, forKey: Key("rtsp"))
+        for (scheme, url) in publishURLs.sorted(by: { $0.key < $1.key }) { try container.encode(url, forKey: Key(scheme)) }
+        try container.encode(http, forKey: Key("http"))
     }
 }
 

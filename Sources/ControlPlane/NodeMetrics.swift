@@ -44,7 +44,8 @@ public final class NodeMetrics: Sendable {
 
     /// Refreshes every gauge, then renders the registry (including whatever else reports into it).
     public func exposition(statuses: [LiveLadderJob.Status], capacity: CapacityMonitor.Snapshot, provisions: Int, nodeState: NodeState = .inService,
-                           registryOfStreams: StreamRegistry, sseListeners: Int, webrtcViewers: [WebRTCViewer.Status] = []) -> String {
+                           registryOfStreams: StreamRegistry, sseListeners: Int,
+                           publishProtocols: [String] = ["rtsp"], webrtcViewers: [WebRTCViewer.Status] = []) -> String {
         for state in NodeState.allCases {
             gauge("abr_worker_node_state", "1 for the node's service state (INSERVICE, SOFT_SUNSET, HARD_SUNSET), 0 for the others.",
                   [("state", state.rawValue)]).set(to: state == nodeState ? 1 : 0)
@@ -55,7 +56,7 @@ public final class NodeMetrics: Sendable {
         }
         gauge("abr_worker_provisions", "Provisioned streams.").set(to: Double(provisions))
         gauge("abr_worker_publishers", "Publishers currently sending a top variant.").set(to: Double(statuses.filter { $0.publisher != nil }.count))
-        for transport in ["rtsp", "rtmp", "srt"] {
+        for transport in publishProtocols {
             gauge("abr_worker_publishers_by_protocol", "Publishers currently sending a top variant, by the protocol they publish with.",
                   [("protocol", transport)]).set(to: Double(statuses.filter { $0.publisher != nil && $0.publisherProtocol == transport }.count))
         }

@@ -49,7 +49,7 @@ extension ControlPlane {
         let active = jobs.filter { $0.state == .running || $0.state == .interrupted }
         return NodeRecord(nodeId: identity.nodeId, nodeGroup: identity.nodeGroup, subGroup: identity.subGroup, role: identity.role,
                           state: fleet.nodeState, address: identity.address, rtspPort: ports.rtsp, httpPort: ports.http,
-                          rtmpPort: ports.rtmp, srtPort: ports.srt, capacityCores: snapshot.capacityCores, maximumLoad: snapshot.maximumLoad,
+                          ingest: ports.ingest, capacityCores: snapshot.capacityCores, maximumLoad: snapshot.maximumLoad,
                           encodeCores: snapshot.encodeCores, publishers: jobs.filter { $0.status.publisher != nil }.count,
                           subscribers: (rtspService.withLock { $0 }?.players().count ?? 0) + (webrtcService.withLock { $0 }?.viewers.count ?? 0),
                           streams: active.map(\.ladder.streamGuid).sorted())

@@ -1,5 +1,6 @@
 import ControlPlane
 import Foundation
+import Ingest
 import LiveNode
 import Logging
 import MediaCore
@@ -165,8 +166,14 @@ private func assemble(_ settings: NodeSettings, environment: [String: String], m
                         + " (provisions and node requests name the group; --node-group sets it)",
                      "HTTP: \(base)/  (status page)   API: \(base)/as/v1/...   metrics: \(base)/metrics",
                      "RTSP: \(rtspBase)/<stream guid>"]
-        lines.append(plane.ingestBaseURLs.rtmp.map { "RTMP: \($0)/<stream guid>  (publish only)" } ?? "RTMP: off (--rtmp-port -1)")
-        lines.append(plane.ingestBaseURLs.srt.map { "SRT: \($0)?streamid=publish:<stream guid>  (publish only, MPEG-TS)" } ?? "SRT: off (--srt-port -1)")
+        let listening = plane.ingestEndpoints
+        for (ingest, _, _) in ingestListeners(settings) {
+            if let endpoint = listening.first(where: { $0.ingestProtocol == ingest }) {
+                lines.append("\(ingest.name): \(ingest.publishURL(host: settings.host, port: endpoint.port, stream: "<stream guid>"))  (\(ingest.note))")
+            } else {
+                lines.append("\(ingest.name): off (\(ingest.portOption) -1)")
+            }
+        }
         lines.append(plane.webrtcPort.map { "WebRTC: \(base)/whep/<stream guid> (WHEP; media on UDP \($0))   player page: \(base)/play/<stream guid>" }
                      ?? "WebRTC: off (--webrtc-port -1)")
         for ladder in plane.node.ladders {
@@ -272,27 +279,11 @@ private func startListeners(_ settings: NodeSettings, environment: [String: Stri
     let rtspPort = try bind("RTSP", port: settings.rtspPort, rtspService.start, shutdown: rtspService.shutdown)
     plane.fleet.setPorts { $0.rtsp = rtspPort }
     var services: [any Service] = [rtspService]
-    if settings.rtmpPort >= 0 {
-        var rtmp = RTMPService.Configuration()
-        rtmp.host = host
-        rtmp.port = settings.rtmpPort
-        let service = RTMPService(configuration: rtmp, publishers: registry.publishers, policy: plane.node)
-        let port = try bind("RTMP", port: settings.rtmpPort, hint: " (--rtmp-port -1 turns RTMP off)", service.start, shutdown: service.shutdown)
-        plane.setIngest(rtmp: "rtmp://\(host):\(port)")
-        plane.fleet.setPorts { $0.rtmp = port }
-        services.append(service)
-    }
-    if settings.srtPort >= 0 {
-        var srt = SRTService.Configuration()
-        srt.host = host
-        srt.port = settings.srtPort
-        srt.latencyMilliseconds = settings.srtLatencyMilliseconds
-        srt.passphrase = environment["ABR_WORKER_SRT_PASSPHRASE"].flatMap { $0.isEmpty ? nil : $0 }
-        let service = SRTService(configuration: srt, publishers: registry.publishers, policy: plane.node)
-        let port = try bind("SRT", port: settings.srtPort, hint: " (--srt-port -1 turns SRT off)", service.start, shutdown: service.shutdown)
-        plane.setIngest(srt: "srt://\(host):\(port)")
-        plane.fleet.setPorts { $0.srt = port }
-        services.append(service)
+    for (ingest, port, make) in ingestListeners(settings) where port >= 0 {
+        let listener = make(IngestContext(host: host, port: port, publishers: registry.publishers, policy: plane.node, environment: environment))
+        let bound = try bind(ingest.name, port: port, hint: " (\(ingest.portOption) -1 turns \(ingest.name) off)", listener.start, shutdown: listener.shutdown)
+        plane.addIngest(IngestEndpoint(ingest, port: bound), host: host)
+        services.append(listener)
     }
     if settings.webrtcPort >= 0 {
         var webrtc = WebRTCService.Configuration()
@@ -314,6 +305,13 @@ private func startListeners(_ settings: NodeSettings, environment: [String: Stri
         services.append(WebRTCLifecycle(service: service))
     }
     return (rtspPort, services)
+}
+
+/// Every publish protocol besides RTSP (which plays too), with its port from the settings (-1:
+/// off) and how its listener is made. A new protocol is its module and one line here.
+func ingestListeners(_ settings: NodeSettings) -> [(IngestProtocol, port: Int, make: (IngestContext) -> any IngestListener)] {
+    [(RTMPService.ingestProtocol, settings.rtmpPort, { RTMPService($0) }),
+     (SRTService.ingestProtocol, settings.srtPort, { SRTService($0, latencyMilliseconds: settings.srtLatencyMilliseconds) })]
 }
 
 /// The WebRTC port as a swift-service-lifecycle service: it runs until the node shuts down.

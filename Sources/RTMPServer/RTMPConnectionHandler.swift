@@ -116,7 +116,7 @@ final class RTMPConnectionHandler: ChannelInboundHandler {
             return session.refuse(code: "NetConnection.Connect.Rejected",
                                   description: "\(path) needs the provision's credentials (?user=…&password=… on the stream key or the URL)")
         }
-        switch service.policy.decide(PublishRequest(path: path, remoteAddress: remote, transport: "rtmp", sps: nil)) {
+        switch service.policy.decide(PublishRequest(path: path, remoteAddress: remote, transport: RTMPService.ingestProtocol.scheme, sps: nil)) {
         case let .refuse(status, reason):
             logger.info("publish refused", metadata: ["stream.guid": "\(path)", "status": "\(status)", "reason": "\(reason)"])
             return session.refuse(code: [403, 404].contains(status) ? "NetStream.Publish.BadName" : "NetStream.Publish.Rejected", description: reason)

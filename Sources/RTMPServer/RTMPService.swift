@@ -111,6 +111,20 @@ public final class RTMPService: Sendable {
     }
 }
 
+extension RTMPService: IngestListener {
+    public static let ingestProtocol = IngestProtocol(scheme: "rtmp", name: "RTMP", urlTemplate: "rtmp://{host}:{port}/{stream}",
+                                                      note: "publish only")
+    public var ingestProtocol: IngestProtocol { Self.ingestProtocol }
+
+    /// The node's RTMP listener, on the context's address, with the defaults for everything else.
+    public convenience init(_ context: IngestContext) {
+        var configuration = Configuration()
+        configuration.host = context.host
+        configuration.port = context.port
+        self.init(configuration: configuration, publishers: context.publishers, policy: context.policy)
+    }
+}
+
 extension RTMPService: Service {
     public func run() async throws {
         if state.withLock({ $0.server == nil }) { try start() }

@@ -173,7 +173,7 @@ public final class SRTService: @unchecked Sendable {
             return refuse(Int32(SRT_REJX_UNAUTHORIZED), "authentication failed: \(target.path) needs the provision's credentials")
         }
         let sink: any MediaSink
-        switch policy.decide(PublishRequest(path: target.path, remoteAddress: address.full, transport: "srt", sps: nil)) {
+        switch policy.decide(PublishRequest(path: target.path, remoteAddress: address.full, transport: Self.ingestProtocol.scheme, sps: nil)) {
         case let .refuse(status, reason):
             let code: Int32 = switch status {
             case 404: Int32(SRT_REJX_NOTFOUND)
@@ -368,5 +368,22 @@ extension SRTService: Service {
         try? await gracefulShutdown()
         // Shutting down joins the receive thread: on the process's thread pool for blocking work, not the cooperative pool.
         try? await NIOThreadPool.singleton.runIfActive { self.shutdown() }
+    }
+}
+
+extension SRTService: IngestListener {
+    public static let ingestProtocol = IngestProtocol(scheme: "srt", name: "SRT", urlTemplate: "srt://{host}:{port}?streamid=publish:{stream}",
+                                                      note: "publish only, MPEG-TS")
+    public var ingestProtocol: IngestProtocol { Self.ingestProtocol }
+
+    /// The node's SRT listener on the context's address: `latencyMilliseconds` is the receiver's
+    /// buffer (`--srt-latency`), and `ABR_WORKER_SRT_PASSPHRASE` in the environment encrypts it.
+    public convenience init(_ context: IngestContext, latencyMilliseconds: Int) {
+        var configuration = Configuration()
+        configuration.host = context.host
+        configuration.port = context.port
+        configuration.latencyMilliseconds = latencyMilliseconds
+        configuration.passphrase = context.environment["ABR_WORKER_SRT_PASSPHRASE"].flatMap { $0.isEmpty ? nil : $0 }
+        self.init(configuration: configuration, publishers: context.publishers, policy: context.policy)
     }
 }

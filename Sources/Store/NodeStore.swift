@@ -1,4 +1,5 @@
 import Foundation
+import Ingest
 
 /// What a node keeps, and what a fleet of nodes shares: accepted provisions, the job history,
 /// the node registry (who is up, in which state, with how much room) and job placement (which
@@ -137,8 +138,8 @@ public struct NodeRecord: Sendable, Codable, Equatable {
     public var address: String
     public var rtspPort: Int
     public var httpPort: Int
-    public var rtmpPort: Int?
-    public var srtPort: Int?
+    /// The other publish protocols it listens on (nil in the records of nodes that predate it).
+    public var ingest: [IngestEndpoint]?
     /// Cores it may fill with encoding, and the fraction it fills before refusing work.
     public var capacityCores: Double
     public var maximumLoad: Double
@@ -152,7 +153,7 @@ public struct NodeRecord: Sendable, Codable, Equatable {
     public var age: Double
 
     public init(nodeId: String, nodeGroup: String, subGroup: String, role: String, state: NodeState, address: String, rtspPort: Int,
-                httpPort: Int, rtmpPort: Int?, srtPort: Int?, capacityCores: Double, maximumLoad: Double, encodeCores: Double,
+                httpPort: Int, ingest: [IngestEndpoint], capacityCores: Double, maximumLoad: Double, encodeCores: Double,
                 publishers: Int, subscribers: Int, streams: [String], age: Double = 0) {
         self.nodeId = nodeId
         self.nodeGroup = nodeGroup
@@ -162,8 +163,7 @@ public struct NodeRecord: Sendable, Codable, Equatable {
         self.address = address
         self.rtspPort = rtspPort
         self.httpPort = httpPort
-        self.rtmpPort = rtmpPort
-        self.srtPort = srtPort
+        self.ingest = ingest
         self.capacityCores = capacityCores
         self.maximumLoad = maximumLoad
         self.encodeCores = encodeCores

@@ -68,6 +68,10 @@ import TestSupport
                 #expect(answer?["serverAddress"] as? String == "127.0.0.1")
                 #expect(answer?["nodeRole"] as? String == "transcoder")
                 #expect((answer?["rtsp"] as? String)?.hasSuffix(":\(application.rtspPort)/live/stream1_1") == true, "\(answer ?? [:])")
+                // A field per other publish protocol the node listens on, named by its scheme: RTMP here, SRT off.
+                let rtmpPort = try #require(application.plane.ingestEndpoints.first { $0.ingestProtocol.scheme == "rtmp" }?.port)
+                #expect(answer?["rtmp"] as? String == "rtmp://127.0.0.1:\(rtmpPort)/live/stream1_1", "\(answer ?? [:])")
+                #expect(answer?["srt"] == nil, "\(answer ?? [:])")
             }
             // The admin API is behind the bearer-token middleware: refused with a reason, then let through.
             try await client.execute(uri: "/as/v1/admin/nodes/self", method: .get) { response in

@@ -1,5 +1,6 @@
 import ControlPlane
 import Foundation
+import Ingest
 import Logging
 import Store
 import Testing
@@ -12,9 +13,11 @@ import TestSupport
         StoredProvision(streamGuid: guid, nodeGroup: group, format: .streamManager2, document: #"{"streamGuid":"\#(guid)"}"#, createdAt: 1)
     }
 
+    static let srt = IngestProtocol(scheme: "srt", name: "SRT", urlTemplate: "srt://{host}:{port}?streamid=publish:{stream}")
+
     static func node(_ id: String, state: NodeState = .inService, encode: Double = 0, streams: [String] = []) -> NodeRecord {
         NodeRecord(nodeId: id, nodeGroup: "g", subGroup: "s", role: "transcoder", state: state, address: "127.0.0.1", rtspPort: 8554,
-                   httpPort: 5080, rtmpPort: nil, srtPort: 8890, capacityCores: 2, maximumLoad: 0.85, encodeCores: encode,
+                   httpPort: 5080, ingest: [IngestEndpoint(srt, port: 8890)], capacityCores: 2, maximumLoad: 0.85, encodeCores: encode,
                    publishers: 0, subscribers: 0, streams: streams)
     }
 

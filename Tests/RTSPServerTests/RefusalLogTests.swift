@@ -42,3 +42,14 @@ import Testing
         #expect(lines.stored.withLock { $0.count } == 3)
     }
 }
+
+@Suite struct IngestProtocolTests {
+    /// A protocol's publish URL comes from its template; an IPv6 host is bracketed once.
+    @Test func publishURLsFillTheTemplate() {
+        let srt = IngestProtocol(scheme: "srt", name: "SRT", urlTemplate: "srt://{host}:{port}?streamid=publish:{stream}")
+        #expect(srt.publishURL(host: "10.0.0.5", port: 8890, stream: "live/a_1") == "srt://10.0.0.5:8890?streamid=publish:live/a_1")
+        #expect(srt.publishURL(host: "::1", port: 1, stream: "s") == "srt://[::1]:1?streamid=publish:s")
+        #expect(srt.publishURL(host: "[::1]", port: 1, stream: "s") == "srt://[::1]:1?streamid=publish:s")
+        #expect(srt.portOption == "--srt-port")
+    }
+}
