@@ -50,12 +50,12 @@ struct StreamManager1AccessTokenAuthenticator: AuthenticatorMiddleware {
     func authenticate(request: Request, context: Context) async throws -> APIIdentity? {
         guard let expected = plane.configuration.sm1AccessToken else { throw HTTPAPI.streamManager1Off }
         let address = context.clientAddress
-        if let wait = plane.accessTokenThrottle.retryAfter(address, now: AddressThrottle.now()) {
+        if let wait = plane.accessTokenThrottle.retryAfter(address, now: plane.configuration.clock.seconds) {
             throw HTTPError(.tooManyRequests, headers: [.retryAfter: "\(wait)"],
                             message: "too many wrong accessTokens from \(address); try again in \(wait) s")
         }
         guard let given = request.uri.queryParameters.get("accessToken"), constantTimeEqual(given, expected) else {
-            plane.accessTokenThrottle.record(address, now: AddressThrottle.now())
+            plane.accessTokenThrottle.record(address, now: plane.configuration.clock.seconds)
             plane.refusals.log(plane.logger, "request refused: missing or wrong accessToken", kind: "accessToken",
                                metadata: ["path": "\(request.uri.path.prefix(256))", "http.address": "\(address)"])
             throw HTTPError(.unauthorized, message: "missing or wrong accessToken")

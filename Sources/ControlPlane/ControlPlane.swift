@@ -17,6 +17,8 @@ import WebRTCServer
 public final class ControlPlane: Sendable {
     public struct Configuration: Sendable {
         public var credentials: NodeCredentials
+        /// What the API's throttles measure time on.
+        public var clock = NodeClock.system
         public var tokenLifetime: TimeInterval = 3600
         /// Stream Manager 1.0's `accessToken`; the 1.0 API is off when nil.
         public var sm1AccessToken: String?

@@ -28,7 +28,7 @@ public enum HTTPAPI {
         // MARK: Stream Manager 2.0
         router.put("/as/v1/auth/login") { request, context in
             let address = context.clientAddress
-            if let wait = plane.loginThrottle.retryAfter(address, now: AddressThrottle.now()) {
+            if let wait = plane.loginThrottle.retryAfter(address, now: plane.configuration.clock.seconds) {
                 var response = error(.tooManyRequests, "too many failed logins from \(address); try again in \(wait) s")
                 response.headers[.retryAfter] = "\(wait)"
                 return response
@@ -41,7 +41,7 @@ public enum HTTPAPI {
             let userMatches = constantTimeEqual(user, credentials.adminUser)
             let passwordMatches = constantTimeEqual(password, credentials.adminPassword)
             guard userMatches && passwordMatches else {
-                plane.loginThrottle.record(address, now: AddressThrottle.now())
+                plane.loginThrottle.record(address, now: plane.configuration.clock.seconds)
                 plane.refusals.log(plane.logger, "login refused", kind: "login", metadata: ["user": "\(user.prefix(64))", "http.address": "\(address)"])
                 return error(.unauthorized, "wrong user or password", challenge: "Basic realm=\"abr-worker\"")
             }

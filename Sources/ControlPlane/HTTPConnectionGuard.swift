@@ -256,6 +256,4 @@ final class AddressThrottle: Sendable {
             }
         }
     }
-
-    static func now() -> Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
 }

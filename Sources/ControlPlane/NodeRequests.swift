@@ -168,7 +168,7 @@ extension ControlPlane {
         if let serving = PlacementPolicy.serving(ladder.streamGuid, nodes: groupNodes, placements: placements) {
             return NodeAnswer(streamGuid: ladder.top.streamGuid, role: "transcoder", node: serving)
         }
-        if let wait = placementThrottle.retryAfter(client, now: AddressThrottle.now()) {
+        if let wait = placementThrottle.retryAfter(client, now: configuration.clock.seconds) {
             throw .tooManyPlacements("\(client) has reserved room for too many streams of late; try again in \(wait) s", retryAfter: wait)
         }
         let cores = capacity.estimatedCores(ladder)
@@ -183,7 +183,7 @@ extension ControlPlane {
         } catch {
             throw .storeUnavailable("the store cannot be reached: \(error)")
         }
-        placementThrottle.record(client, now: AddressThrottle.now())
+        placementThrottle.record(client, now: configuration.clock.seconds)
         return NodeAnswer(streamGuid: ladder.top.streamGuid, role: "transcoder", node: chosen)
     }
 

@@ -1,3 +1,4 @@
+import MediaCore
 import ServiceLifecycle
 
 /// What a publish protocol tells the rest of the node about itself: its name, and the URL a
@@ -54,9 +55,13 @@ public struct IngestContext: Sendable {
     public var publishers: PublisherSlots
     public var policy: any PublishPolicy
     public var environment: [String: String]
+    /// The node's clock, for every timeout and silence the listener measures.
+    public var clock: NodeClock
 
-    public init(host: String, port: Int, publishers: PublisherSlots, policy: any PublishPolicy, environment: [String: String] = [:]) {
+    public init(host: String, port: Int, publishers: PublisherSlots, policy: any PublishPolicy, environment: [String: String] = [:],
+                clock: NodeClock = .system) {
         self.host = host
+        self.clock = clock
         self.port = port
         self.publishers = publishers
         self.policy = policy

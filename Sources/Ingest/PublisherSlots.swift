@@ -1,4 +1,4 @@
-import Dispatch
+import MediaCore
 import Synchronization
 
 /// Who holds each stream's one publisher slot, whatever the protocol: a publish over RTSP, RTMP
@@ -70,12 +70,16 @@ public final class PublisherSlots: Sendable {
 /// When a publisher last sent media, readable from any thread: a new connection of the same
 /// publisher may take its stream over once it has been silent long enough.
 public final class PublisherActivity: Sendable {
-    private let uptime = Atomic<UInt64>(DispatchTime.now().uptimeNanoseconds)
+    private let clock: NodeClock
+    private let uptime: Atomic<UInt64>
 
-    public init() {}
+    public init(clock: NodeClock = .system) {
+        self.clock = clock
+        uptime = Atomic(clock.nanoseconds)
+    }
 
-    public func touch() { uptime.store(DispatchTime.now().uptimeNanoseconds, ordering: .relaxed) }
+    public func touch() { uptime.store(clock.nanoseconds, ordering: .relaxed) }
 
     /// Seconds since the last `touch`.
-    public var silence: Double { Double(DispatchTime.now().uptimeNanoseconds &- uptime.load(ordering: .relaxed)) / 1e9 }
+    public var silence: Double { clock.seconds(since: uptime.load(ordering: .relaxed)) }
 }

@@ -22,12 +22,13 @@ final class RTMPConnectionHandler: ChannelInboundHandler {
     private var sink: (any MediaSink)?
     private var claimedPath: String?
     private var ended = false
-    private let lastMedia = PublisherActivity()
+    private let lastMedia: PublisherActivity
     /// The latest acknowledgement owed while the peer was not reading (acknowledgements are
     /// cumulative: only the latest matters, so at most one waits).
     private var owedAcknowledgement: UInt32?
 
     init(service: RTMPService) {
+        lastMedia = PublisherActivity(clock: service.configuration.clock)
         self.service = service
         logger = service.logger
     }

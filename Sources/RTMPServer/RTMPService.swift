@@ -29,6 +29,8 @@ public final class RTMPService: Sendable {
         public var limits = RTMPChunkDecoder.Limits()
         /// The largest picture (width × height from the sequence header's SPS) a publisher may send.
         public var maximumPublishPixels = PublishAdmission.defaultMaximumPixels
+        /// What its publishers' silences are measured on.
+        public var clock = NodeClock.system
         public init() {}
     }
 
@@ -121,6 +123,7 @@ extension RTMPService: IngestListener {
         var configuration = Configuration()
         configuration.host = context.host
         configuration.port = context.port
+        configuration.clock = context.clock
         self.init(configuration: configuration, publishers: context.publishers, policy: context.policy)
     }
 }

@@ -114,7 +114,7 @@ final class MediaSubscriber: Sendable {
                 state.timeline.finishCatchUp(lastSource: state.lastSentTicks)
                 return (false, state.pending)
             }
-            state.catchUpStart = (DispatchTime.now().uptimeNanoseconds, first.ticks)
+            state.catchUpStart = (transport.clock.nanoseconds, first.ticks)
             return (true, [])
         }
         for picture in leftovers { deliver(picture) }
@@ -135,7 +135,7 @@ final class MediaSubscriber: Sendable {
 
     /// Sends the held-back pictures whose catch-up time has come; false once none are left.
     private func sendDuePictures() -> Bool {
-        let now = DispatchTime.now().uptimeNanoseconds
+        let now = transport.clock.nanoseconds
         let due: [SharedPicture] = state.withLock { state in
             guard let start = state.catchUpStart else { return [] }
             let elapsedTicks = Int64(Double(now &- start.uptime) * 90000 / 1e9)
@@ -341,7 +341,7 @@ final class MediaSubscriber: Sendable {
     /// RTCP sender reports every few seconds for each track, on one NTP timeline, so players can
     /// synchronise audio with video. `ticks` are this player's output ticks.
     private func reportIfDue(ticks: Int64) {
-        let now = DispatchTime.now().uptimeNanoseconds
+        let now = transport.clock.nanoseconds
         let reports: [(RTCPPacket, Int)] = state.withLock { state in
             guard let epoch = state.epoch, now - state.lastReport >= Self.senderReportInterval else { return [] }
             state.lastReport = now

@@ -1,5 +1,6 @@
 import Dispatch
 import Logging
+import MediaCore
 import NIOCore
 import NIOPosix
 import RTSP
@@ -22,14 +23,17 @@ public final class OriginPusher: Sendable {
     public let originPort: Int
     private let group: EventLoopGroup
     private let logger: Logger
+    /// What the push's pacing is measured on.
+    private let clock: NodeClock
     private let state = Mutex<(statistics: Statistics, stopped: Bool, channel: Channel?, subscriber: MediaSubscriber?, backoff: Double)>(
         (Statistics(), false, nil, nil, 1))
 
     public static let maximumBackoff = 30.0
 
     /// - Parameter origin: `rtsp://host:port`.
-    public init?(stream: LiveStream, origin: String, group: EventLoopGroup, logger: Logger) {
+    public init?(stream: LiveStream, origin: String, group: EventLoopGroup, logger: Logger, clock: NodeClock = .system) {
         guard let (host, port) = Self.hostAndPort(origin) else { return nil }
+        self.clock = clock
         self.stream = stream
         self.originHost = host
         self.originPort = port
@@ -105,7 +109,7 @@ public final class OriginPusher: Sendable {
 
     /// The origin accepted RECORD: media flows from now on.
     func recording(on channel: Channel, hasAudio: Bool) {
-        let subscriber = MediaSubscriber(transport: InterleavedTransport(channel: channel, channels: hasAudio ? [0: 0, 1: 2] : [0: 0]),
+        let subscriber = MediaSubscriber(transport: InterleavedTransport(channel: channel, channels: hasAudio ? [0: 0, 1: 2] : [0: 0], clock: clock),
                                          hasVideo: true, hasAudio: hasAudio, audioRate: stream.audio?.sampleRate ?? 0) { [weak self] in
             // The stream ended (its job is over): hang up; a later job on the same stream reconnects.
             self?.state.withLock { $0.subscriber = nil }

@@ -43,9 +43,9 @@ public final class PacketPlayer: Sendable {
 
     /// - Parameter opusAudio: the player takes its stream's Opus (48 kHz) as track 1; without it, no audio.
     public init(sink: any PacketSink, opusAudio: Bool, feedback: Feedback = .perPacket, maximumBacklog: Int = 4 * 1024 * 1024,
-                onEnd: @escaping @Sendable () -> Void) {
+                clock: NodeClock = .system, onEnd: @escaping @Sendable () -> Void) {
         self.sink = sink
-        transport = SinkTransport(sink: sink, log: feedback == .receiverReports ? SentMediaLog() : nil)
+        transport = SinkTransport(sink: sink, log: feedback == .receiverReports ? SentMediaLog(clock: clock) : nil, clock: clock)
         subscriber = MediaSubscriber(transport: transport, hasVideo: true, hasAudio: opusAudio, audioRate: 48000,
                                      audioFeed: .opus, maximumBacklog: maximumBacklog, onEnd: onEnd)
     }
@@ -106,6 +106,7 @@ public final class PacketPlayer: Sendable {
 struct SinkTransport: PlayerTransport {
     let sink: any PacketSink
     let log: SentMediaLog?
+    let clock: NodeClock
     func send(_ packets: [RTPPacket], track: Int) {
         log?.sent(packets, track: track)
         sink.send(packets, track: track)

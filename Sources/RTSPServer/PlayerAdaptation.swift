@@ -31,7 +31,7 @@ final class PlayerAdaptation: Sendable {
     private let logger: Logger
     private let onSwitch: @Sendable (PlayerSwitch) -> Void
     private let state: Mutex<State>
-    private let started = DispatchTime.now().uptimeNanoseconds
+    private let started: UInt64
 
     private struct State {
         var policy: SwitchingPolicy?
@@ -61,6 +61,7 @@ final class PlayerAdaptation: Sendable {
         self.logger = logger
         self.subscriber = subscriber
         self.transport = transport
+        started = transport.clock.nanoseconds
         profile = AdaptationProfile(transport)
         self.registry = registry
         self.ladder = ladder
@@ -96,7 +97,7 @@ final class PlayerAdaptation: Sendable {
     var switches: Int { state.withLock { $0.policy?.switches ?? 0 } }
     var estimate: Double? { state.withLock { $0.policy?.estimate } }
 
-    private var now: Double { Double(DispatchTime.now().uptimeNanoseconds &- started) / 1e9 }
+    private var now: Double { transport.clock.seconds(since: started) }
 
     private var rungs: (all: [SwitchingPolicy.Rung], current: SwitchingPolicy.Rung)? {
         let rungs = ladder.keys.sorted().compactMap { registry.existingStream(ladder[$0]!)?.rung }
@@ -109,7 +110,7 @@ final class PlayerAdaptation: Sendable {
         let now = self.now
         // The transport's view (what was acknowledged, whether data waited, how long the oldest
         // media not received has waited) goes through the estimator every player shares.
-        let observation = outbox.observe(info, at: uptimeSeconds())
+        let observation = outbox.observe(info, at: transport.clock.seconds)
         decide(rungs: rungs, current: current) { state in
             var observation = observation
             observation.time = now
@@ -143,7 +144,7 @@ final class PlayerAdaptation: Sendable {
     /// An RTCP receiver report block from a UDP player about one of its tracks; `ceiling`, the
     /// player's own estimate of its link (WebRTC's REMB), caps what the report says.
     func receiverReport(_ block: RTCPPacket.ReportBlock, track: Int, ceiling: Double? = nil) {
-        guard let log = transport.sentMedia, let (reading, padding) = log.receive(block, track: track, at: uptimeSeconds()) else { return }
+        guard let log = transport.sentMedia, let (reading, padding) = log.receive(block, track: track, at: transport.clock.seconds) else { return }
         guard track == 0 else {
             if let rate = reading.bitRate { state.withLock { $0.audioBitRate = rate } }
             return

@@ -30,11 +30,18 @@ protocol PlayerTransport: Sendable {
     /// Drops what is queued and not yet handed to the network: everything (a skip, a flushing
     /// switch) or a probe's padding (the probe ended).
     func dropQueued(paddingOnly: Bool)
+    /// What the player's timing is measured on: its catch-up, its adaptation, its outbox.
+    var clock: NodeClock { get }
 }
 
 /// What was sent to one UDP player, per track: the meters its RTCP receiver reports are checked
 /// against, and the probe padding sent beside the media.
 final class SentMediaLog: Sendable {
+    let clock: NodeClock
+
+    init(clock: NodeClock) {
+        self.clock = clock
+    }
     private let state = Mutex<(meters: [Int: ReceiverReportMeter], padding: Int64, paddingAtLastReading: Int64)>(([:], 0, 0))
 
     func sent(_ packets: [RTPPacket], track: Int) {
@@ -47,7 +54,7 @@ final class SentMediaLog: Sendable {
 
     func sent(_ rtcp: RTCPPacket, track: Int) {
         guard case let .senderReport(_, ntp, _, _, _) = rtcp else { return }
-        let now = uptimeSeconds()
+        let now = clock.seconds
         state.withLock { $0.meters[track]?.sentReport(ntpTimestamp: ntp, at: now) }
     }
 
@@ -67,11 +74,6 @@ final class SentMediaLog: Sendable {
     }
 
     var ignoredReports: Int { state.withLock { $0.meters.values.reduce(0) { $0 + $1.ignoredReports } } }
-}
-
-/// Monotonic seconds, for feedback timing.
-func uptimeSeconds() -> Double {
-    Double(DispatchTime.now().uptimeNanoseconds) / 1e9
 }
 
 extension RTCPPacket {
@@ -173,16 +175,19 @@ final class TCPPlayerOutbox: Sendable {
     private let counter: WrittenBytesCounter
     private let state = Mutex(State())
 
-    init(channel: Channel, counter: WrittenBytesCounter) {
+    let clock: NodeClock
+
+    init(channel: Channel, counter: WrittenBytesCounter, clock: NodeClock) {
         self.channel = channel
         self.counter = counter
+        self.clock = clock
     }
 
     var heldBytes: Int { state.withLock { $0.heldBytes } }
 
     /// Queues one picture's packets (or audio, or padding) and sends what the limit lets through.
     func enqueue(_ buffer: ByteBuffer, isMedia: Bool, isVideo: Bool, startsPicture: Bool) {
-        let now = uptimeSeconds()
+        let now = clock.seconds
         state.withLock { state in
             if isVideo, state.dropUntilKeyframe {
                 guard startsPicture else { return }
@@ -311,11 +316,13 @@ struct InterleavedTransport: PlayerTransport {
     /// With a counter of the connection's bytes, media goes through an outbox (a player's
     /// connection); without one (a push to an origin), straight to the channel.
     let outbox: TCPPlayerOutbox?
+    let clock: NodeClock
 
-    init(channel: Channel, channels: [Int: UInt8], counter: WrittenBytesCounter? = nil) {
+    init(channel: Channel, channels: [Int: UInt8], counter: WrittenBytesCounter? = nil, clock: NodeClock) {
         self.channel = channel
         self.channels = channels
-        outbox = counter.map { TCPPlayerOutbox(channel: channel, counter: $0) }
+        self.clock = clock
+        outbox = counter.map { TCPPlayerOutbox(channel: channel, counter: $0, clock: clock) }
     }
 
     func send(_ packets: [RTPPacket], track: Int) {
@@ -384,7 +391,15 @@ struct DatagramTransport: PlayerTransport {
     let destinations: [Int: (rtp: SocketAddress, rtcp: SocketAddress)]
     let backlog = BacklogCounter()
     let eventLoop: EventLoop
-    let log = SentMediaLog()
+    let log: SentMediaLog
+    var clock: NodeClock { log.clock }
+
+    init(sockets: any DatagramSockets, destinations: [Int: (rtp: SocketAddress, rtcp: SocketAddress)], eventLoop: EventLoop, clock: NodeClock) {
+        self.sockets = sockets
+        self.destinations = destinations
+        self.eventLoop = eventLoop
+        log = SentMediaLog(clock: clock)
+    }
 
     func send(_ packets: [RTPPacket], track: Int) {
         guard let destination = destinations[track], !packets.isEmpty, let rtpChannel = sockets.udpChannels?.rtp else { return }

@@ -256,7 +256,7 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
     /// nil when `request` proves `credentials` (or none are required); otherwise the 401 to send.
     private func unauthorized(_ request: RTSPRequest, credentials: StreamCredentials?, path: String) -> Outcome? {
         guard let credentials else { return nil }
-        let now = DispatchTimeNow() / 1_000_000_000
+        let now = server.configuration.clock.nanoseconds / 1_000_000_000
         if server.authenticator.verify(request.headers["Authorization"], method: request.method, requestURI: request.uri,
                                        credentials: credentials, now: now) { return nil }
         if request.headers["Authorization"] != nil {
@@ -307,7 +307,7 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
             logger.info("publish refused", metadata: ["stream.guid": "\(path)", "status": "\(status)", "reason": "\(reason)"])
             return Outcome(response: RTSPResponse(status: status, body: Array("\(reason)\n".utf8)))
         case let .accept(sink):
-            let session = ServerSession(id: SessionTable.newIdentifier(), path: path, role: .publisher, connection: context.channel)
+            let session = ServerSession(id: SessionTable.newIdentifier(), path: path, role: .publisher, connection: context.channel, clock: server.configuration.clock)
             session.state.withLock { state in
                 state.sink = sink
                 state.tracks = description.media.map(IncomingTrack.init)
@@ -357,7 +357,7 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
             guard let stream = server.registry.existingStream(path), stream.isPlayable else {
                 return Outcome(response: RTSPResponse(status: 404))
             }
-            session = ServerSession(id: SessionTable.newIdentifier(), path: path, role: .player, connection: context.channel)
+            session = ServerSession(id: SessionTable.newIdentifier(), path: path, role: .player, connection: context.channel, clock: server.configuration.clock)
             session.state.withLock { $0.stream = stream }
             if let refusal = server.sessions.insert(session, limits: server.sessionLimits(for: .player)) {
                 return Outcome(response: RTSPResponse(status: 503, body: Array("\(refusal)\n".utf8)))
@@ -442,7 +442,7 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
         if transports.values.allSatisfy(\.isTCP) {
             var channels: [Int: UInt8] = [:]
             for (track, spec) in transports { if case let .tcp(range?) = spec.lower { channels[track] = range.lowerBound } }
-            transport = InterleavedTransport(channel: context.channel, channels: channels, counter: counter)
+            transport = InterleavedTransport(channel: context.channel, channels: channels, counter: counter, clock: server.configuration.clock)
         } else if let udp = server.udpChannels, let ip = context.remoteAddress?.ipAddress {
             var destinations: [Int: (rtp: SocketAddress, rtcp: SocketAddress)] = [:]
             for (track, spec) in transports {
@@ -451,7 +451,7 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
                       let rtcp = try? SocketAddress(ipAddress: ip, port: Int(client.upperBound)) else { continue }
                 destinations[track] = (rtp, rtcp)
             }
-            transport = DatagramTransport(sockets: server, destinations: destinations, eventLoop: udp.rtp.eventLoop)
+            transport = DatagramTransport(sockets: server, destinations: destinations, eventLoop: udp.rtp.eventLoop, clock: server.configuration.clock)
         } else {
             return Outcome(response: RTSPResponse(status: 461))
         }
@@ -496,7 +496,7 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
         guard let session else { return Outcome(response: RTSPResponse(status: 454)) }
         let ok: Bool = session.state.withLock { state in
             guard session.role == .publisher, !state.trackTransports.isEmpty, state.machine.apply("RECORD") != .notValidInState else { return false }
-            if state.recordStarted == nil { state.recordStarted = DispatchTimeNow() }
+            if state.recordStarted == nil { state.recordStarted = server.configuration.clock.nanoseconds }
             return true
         }
         guard ok else { return Outcome(response: RTSPResponse(status: 455)) }
@@ -537,7 +537,3 @@ final class RTSPConnectionHandler: ChannelInboundHandler {
         return Outcome(response: RTSPResponse(status: 200, headers: sessionHeader(session)))
     }
 }
-
-func DispatchTimeNow() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
-
-import Dispatch

@@ -19,6 +19,8 @@ public final class RTSPService: Sendable {
         public var rtpPort = 0
         /// Seconds without a request or media before a session ends.
         public var sessionTimeout = 60
+        /// What sessions, players and their adaptation measure time on.
+        public var clock = NodeClock.system
         /// Player sessions at once.
         public var maximumSessions = 256
         /// Publisher sessions at once, counted apart from players so viewers cannot crowd out publishers.

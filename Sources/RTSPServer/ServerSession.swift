@@ -13,14 +13,16 @@ final class ServerSession: Sendable {
     /// The RTSP connection that created the session; interleaved media uses it.
     let connection: Channel
     let remoteAddress: SocketAddress?
-    let created = DispatchTime.now().uptimeNanoseconds
+    /// What its timeouts, silences and media arrival are measured on.
+    let clock: NodeClock
+    let created: UInt64
     let state: Mutex<State>
 
     struct State {
         var machine: RTSPSessionStateMachine
-        var lastActivity = DispatchTime.now().uptimeNanoseconds
+        var lastActivity: UInt64
         /// When the publisher's media last arrived (keep-alive requests do not count).
-        var lastMedia = DispatchTime.now().uptimeNanoseconds
+        var lastMedia: UInt64
         var ended = false
         // Publisher
         var sink: (any MediaSink)?
@@ -46,13 +48,16 @@ final class ServerSession: Sendable {
         var outbox: TCPPlayerOutbox?
     }
 
-    init(id: String, path: String, role: RTSPSessionStateMachine.Role, connection: Channel) {
+    init(id: String, path: String, role: RTSPSessionStateMachine.Role, connection: Channel, clock: NodeClock) {
         self.id = id
         self.path = path
         self.role = role
         self.connection = connection
         self.remoteAddress = connection.remoteAddress
-        self.state = Mutex(State(machine: RTSPSessionStateMachine(role: role)))
+        self.clock = clock
+        let now = clock.nanoseconds
+        created = now
+        self.state = Mutex(State(machine: RTSPSessionStateMachine(role: role), lastActivity: now, lastMedia: now))
     }
 
     /// RTCP from a UDP player: its receiver reports feed its adaptation, block by block, for the
@@ -81,7 +86,7 @@ final class ServerSession: Sendable {
     }
 
     func touch() {
-        state.withLock { $0.lastActivity = DispatchTime.now().uptimeNanoseconds }
+        state.withLock { $0.lastActivity = clock.nanoseconds }
     }
 
     /// A player over TCP that sends nothing back (a recorder, a relay, a small custom client)
@@ -93,16 +98,16 @@ final class ServerSession: Sendable {
 
     /// A publisher that announced longer ago than `nanoseconds` and has not sent RECORD.
     func isAnnouncedWithoutRecord(for nanoseconds: UInt64) -> Bool {
-        role == .publisher && DispatchTime.now().uptimeNanoseconds &- created > nanoseconds && state.withLock { $0.recordStarted == nil }
+        role == .publisher && clock.nanoseconds &- created > nanoseconds && state.withLock { $0.recordStarted == nil }
     }
 
     /// How long a publisher has sent no media that was accepted.
     var mediaIdleNanoseconds: UInt64 {
-        DispatchTime.now().uptimeNanoseconds &- state.withLock { $0.lastMedia }
+        clock.nanoseconds &- state.withLock { $0.lastMedia }
     }
 
     var idleNanoseconds: UInt64 {
-        DispatchTime.now().uptimeNanoseconds &- state.withLock { $0.lastActivity }
+        clock.nanoseconds &- state.withLock { $0.lastActivity }
     }
 
     /// The track an interleaved channel carries, and whether it is the RTCP half.
@@ -136,7 +141,7 @@ final class ServerSession: Sendable {
         var stop: String?
         let sink: (any MediaSink)? = state.withLock { state in
             guard !state.ended, let started = state.recordStarted, index < state.tracks.count else { return nil }
-            let now = DispatchTime.now().uptimeNanoseconds
+            let now = clock.nanoseconds
             var track = state.tracks[index]
             guard track.sourceFilter.admit(ssrc: packet.ssrc, sequence: packet.sequenceNumber, now: Double(now) / 1e9) == .accept else {
                 state.tracks[index] = track
@@ -244,7 +249,7 @@ final class ServerSession: Sendable {
     /// RTCP receiver reports for a publisher, one per track with its transport, when due.
     func receiverReportsIfDue(interval: UInt64) -> [(transport: RTSPTransport, report: RTCPPacket)] {
         state.withLock { state in
-            let now = DispatchTime.now().uptimeNanoseconds
+            let now = clock.nanoseconds
             guard role == .publisher, !state.ended, state.recordStarted != nil, now &- state.lastReceiverReport >= interval else { return [] }
             state.lastReceiverReport = now
             var reports: [(RTSPTransport, RTCPPacket)] = []

@@ -34,6 +34,8 @@ public final class SRTService: @unchecked Sendable {
         public var publisherTakeoverSilence = 5.0
         /// The largest picture a publisher may send (its SPS), as for RTSP and RTMP.
         public var maximumPublishPixels = PublishAdmission.defaultMaximumPixels
+        /// What its timeouts and silences are measured on.
+        public var clock = NodeClock.system
         public init() {}
     }
 
@@ -192,23 +194,23 @@ public final class SRTService: @unchecked Sendable {
             return refuse(Int32(SRT_REJX_CONFLICT), "\(target.path) already has a publisher")
         }
         let claim = "srt-\(socket)"
-        let clock = PublisherActivity()
+        let activity = PublisherActivity(clock: configuration.clock)
         state.withLock { state in
-            state.pending[socket] = Admission(target: target, sink: sink, address: address.full, claim: claim, lastMedia: clock,
-                                              admitted: Self.now)
+            state.pending[socket] = Admission(target: target, sink: sink, address: address.full, claim: claim, lastMedia: activity,
+                                              admitted: now)
             state.byAddress[address.ip, default: 0] += 1
         }
         return 0
     }
 
-    static var now: Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
+    var now: Double { configuration.clock.seconds }
 
     // MARK: The receive loop (its own thread)
 
     private func receiveLoop() {
         var events = [SRT_EPOLL_EVENT](repeating: SRT_EPOLL_EVENT(fd: 0, events: 0), count: 64)
         var buffer = [UInt8](repeating: 0, count: 1500)
-        var lastSweep = Self.now
+        var lastSweep = now
         while running.load(ordering: .relaxed) {
             let count = srt_epoll_uwait(epoll, &events, Int32(events.count), 200)
             if count > 0 {
@@ -220,8 +222,8 @@ public final class SRTService: @unchecked Sendable {
                     }
                 }
             }
-            if Self.now - lastSweep > 1 {
-                lastSweep = Self.now
+            if now - lastSweep > 1 {
+                lastSweep = now
                 sweepPending()
             }
         }
@@ -282,7 +284,7 @@ public final class SRTService: @unchecked Sendable {
     /// Admissions whose connection never completed (a failed passphrase, say) are forgotten.
     private func sweepPending() {
         let stale: [(SRTSOCKET, Admission)] = state.withLock { state in
-            let old = state.pending.filter { Self.now - $0.value.admitted > 5 }
+            let old = state.pending.filter { now - $0.value.admitted > 5 }
             for (socket, _) in old { state.pending.removeValue(forKey: socket) }
             for (_, admission) in old { state.release(address: admission.address) }
             return Array(old)
@@ -383,6 +385,7 @@ extension SRTService: IngestListener {
         configuration.host = context.host
         configuration.port = context.port
         configuration.latencyMilliseconds = latencyMilliseconds
+        configuration.clock = context.clock
         configuration.passphrase = context.environment["ABR_WORKER_SRT_PASSPHRASE"].flatMap { $0.isEmpty ? nil : $0 }
         self.init(configuration: configuration, publishers: context.publishers, policy: context.policy)
     }

@@ -12,7 +12,9 @@ struct DecodeLoop {
     let decoder: VideoDecoder
     let pipelines: [VariantPipeline]
     var grid: KeyframeGrid
-    let started: DispatchTime
+    /// When the job started, on `clock`.
+    let started: UInt64
+    let clock: NodeClock
     let progress: ((JobProgress) -> Void)?
     let cancellation: Cancellation
     let isLive: Bool
@@ -27,7 +29,7 @@ struct DecodeLoop {
     var browserAudio: BrowserAudio?
     /// When the input last delivered a packet (uptime nanoseconds): silence is measured on the clock,
     /// not by counting the reader's wake-ups.
-    private var lastDelivery = DispatchTime.now().uptimeNanoseconds
+    private var lastDelivery: UInt64
 
     private(set) var videoPackets = 0
     private(set) var skippedLeadingPackets = 0
@@ -44,7 +46,7 @@ struct DecodeLoop {
     private var audioBeforeOrigin: [Packet] = []
     /// Grid decisions taken on keyframe packets, waiting for their decoded frames (follow-source mode).
     private var decisionsByPTS: [Int64: KeyframeGrid.Decision] = [:]
-    private var lastProgress = DispatchTime(uptimeNanoseconds: 0)
+    private var lastProgress: UInt64 = 0
     /// The video packet read last and when it arrived, held back in case the next one is another
     /// slice of the same picture (only for readers that may split pictures).
     private var heldVideo: (packet: Packet, arrival: UInt64?)?
@@ -54,7 +56,7 @@ struct DecodeLoop {
     private var topParameterSets: (sps: [UInt8], pps: [UInt8])?
 
     init(source: any PacketReader, video: StreamInfo, audio: AudioTrack?, decoder: VideoDecoder, pipelines: [VariantPipeline],
-         grid: KeyframeGrid, started: DispatchTime, progress: ((JobProgress) -> Void)?, cancellation: Cancellation,
+         grid: KeyframeGrid, clock: NodeClock, started: UInt64, progress: ((JobProgress) -> Void)?, cancellation: Cancellation,
          isLive: Bool, logger: Logger) {
         self.source = source
         self.video = video
@@ -63,6 +65,8 @@ struct DecodeLoop {
         self.pipelines = pipelines
         self.grid = grid
         self.started = started
+        self.clock = clock
+        lastDelivery = clock.nanoseconds
         self.progress = progress
         self.cancellation = cancellation
         self.isLive = isLive
@@ -96,11 +100,11 @@ struct DecodeLoop {
                 switch try source.read() {
                 case let .packet(p):
                     packet = p
-                    lastDelivery = DispatchTime.now().uptimeNanoseconds
+                    lastDelivery = clock.nanoseconds
                 case .endOfInput:
                     break readLoop
                 case .idle:
-                    let silent = Double(DispatchTime.now().uptimeNanoseconds &- lastDelivery) / 1e9
+                    let silent = clock.seconds(since: lastDelivery)
                     if let idleLimit, silent >= idleLimit {
                         logger.info("input \(source.url) sent nothing for \(idleLimit) s")
                         break readLoop
@@ -295,10 +299,10 @@ struct DecodeLoop {
 
     private mutating func reportProgress(force: Bool) {
         guard let progress else { return }
-        let now = DispatchTime.now()
-        guard force || now.uptimeNanoseconds - lastProgress.uptimeNanoseconds > 500_000_000 else { return }
+        let now = clock.nanoseconds
+        guard force || now &- lastProgress > 500_000_000 else { return }
         lastProgress = now
-        let wall = Double(now.uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
+        let wall = Double(now &- started) / 1e9
         progress(JobProgress(
             sourceFrames: decodedFrames, mediaSeconds: mediaSeconds, wallSeconds: wall,
             variants: pipelines.map {

@@ -46,7 +46,8 @@ public final class JobInput: MediaSink {
             }
             guard let video = state.formats.video,
                   let made = try? LiveSource(url: "\(transport)://\(publisher)/\(path)", video: video, audio: state.formats.audio,
-                                             transport: transport, startsNewTimeline: state.newTimeline) else { return nil }
+                                             transport: transport, startsNewTimeline: state.newTimeline,
+                                             clock: job.options.clock) else { return nil }
             let resuming = state.live != nil
             state.live = made
             state.attached = job.attach(made, publisher: publisher)

@@ -50,7 +50,8 @@ public final class LadderJob {
     public static let passthroughBitRateTolerance = 1.2
 
     public func run(progress: ((JobProgress) -> Void)? = nil) throws(TranscodeError) -> TranscodeReport {
-        let started = DispatchTime.now()
+        let clock = options.clock
+        let started = clock.nanoseconds
         let cpuStarted = CPUClock.process()
         let source: MediaInput
         do {
@@ -100,7 +101,7 @@ public final class LadderJob {
                     paths: .init(mp4: directory.staging.appendingPathComponent("\(ladder.name)_\(variant.level).mp4"),
                                  hlsDirectory: directory.staging.appendingPathComponent("hls").appendingPathComponent(HLSLayout(ladderGuid: ladder.streamGuid).variantFolder(level: variant.level)),
                                  maximumSegmentDuration: 3 * options.keyframeInterval),
-                    audio: audio, frameRate: frameRate)
+                    audio: audio, frameRate: frameRate, clock: options.clock)
             }
         } catch {
             directory.abandon()
@@ -109,7 +110,7 @@ public final class LadderJob {
 
         var ingest = DecodeLoop(
             source: source, video: video, audio: audio, decoder: decoder, pipelines: pipelines,
-            grid: plan.grid, started: started, progress: progress, cancellation: cancellation, isLive: isLiveInput, logger: logger)
+            grid: plan.grid, clock: clock, started: started, progress: progress, cancellation: cancellation, isLive: isLiveInput, logger: logger)
         do {
             try ingest.run()
         } catch {
@@ -137,7 +138,7 @@ public final class LadderJob {
             throw .badInput("input \(input) is truncated: its index lists \(video.frameCount) video frames but only \(ingest.videoPackets + ingest.skippedLeadingPackets) could be read")
         }
 
-        let wall = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
+        let wall = clock.seconds(since: started)
         let cpu = CPUClock.process() - cpuStarted
         let keyframeInterval = passthroughTop ? Self.longestGap(ingest.sourceKeyframeTimes, fallback: options.keyframeInterval) : options.keyframeInterval
         do {

@@ -54,7 +54,7 @@ struct LadderPlan {
             }
             return VariantPipeline(variant: variant, work: work, output: output(variant), policy: options.backpressure,
                                    inboxCapacity: options.inboxCapacity, qualitySampleInterval: options.qualitySampleInterval,
-                                   scaling: options.scaler, priority: options.encoderPriority)
+                                   scaling: options.scaler, priority: options.encoderPriority, clock: options.clock)
         }
     }
 }

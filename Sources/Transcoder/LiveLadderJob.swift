@@ -113,7 +113,7 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
         /// Seconds spent running before the current publisher, and when it started: rates are
         /// per second of publishing, not of waiting.
         var publishedSeconds = 0.0
-        var runningSince: DispatchTime?
+        var runningSince: UInt64?
     }
 
     // Job thread only.
@@ -250,7 +250,7 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
     public var status: Status {
         let (state, publisher, transport, since, format, dropped, elapsed, refused) = withShared {
             ($0.lifecycle.state, $0.publisher, $0.currentSource?.transport, $0.publisherSince, $0.sourceFormat, $0.droppedAtIngest + ($0.currentSource?.droppedFrames ?? 0),
-             $0.publishedSeconds + ($0.runningSince.map(Self.seconds(since:)) ?? 0), $0.notificationsRefused)
+             $0.publishedSeconds + ($0.runningSince.map(seconds(since:)) ?? 0), $0.notificationsRefused)
         }
         let variants = pipelineSnapshot.map { pipeline -> VariantStatus in
             let s = pipeline.statistics
@@ -267,8 +267,8 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
                       sourceCodecs: format?.codecs, droppedAtIngest: dropped, notificationsRefused: refused, variants: variants)
     }
 
-    private static func seconds(since start: DispatchTime) -> Double {
-        Double(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e9
+    private func seconds(since start: UInt64) -> Double {
+        options.clock.seconds(since: start)
     }
 
     /// Publishers over RTSP rarely declare a frame rate: the top variant's input rate stands in.
@@ -327,7 +327,7 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
             shared.currentSource = source
             shared.publisher = publisher
             shared.publisherSince = Date().timeIntervalSince1970
-            shared.runningSince = .now()
+            shared.runningSince = options.clock.nanoseconds
             if let video = source.bestVideoStream {
                 let sps = H264.parameterSets(fromExtradata: video.parameters.extradata).sps.first
                 shared.sourceFormat = (video.width, video.height, video.frameRate.isValid ? video.frameRate.doubleValue : nil,
@@ -352,7 +352,7 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
             shared.droppedAtIngest += source.droppedFrames
             shared.currentSource = nil
             shared.publisher = nil
-            shared.publishedSeconds += shared.runningSince.map(Self.seconds(since:)) ?? 0
+            shared.publishedSeconds += shared.runningSince.map(seconds(since:)) ?? 0
             shared.runningSince = nil
             guard shared.lifecycle.publisherLeft(now: clock()) != nil else {
                 condition.unlock()
@@ -398,7 +398,7 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
         }
         let decoder = try VideoDecoder(stream: video, threads: decoderThreads, maximumPixels: maximumDecodedPixels, lowDelay: true)
         var ingest = DecodeLoop(source: source, video: video, audio: sessionAudio, decoder: decoder, pipelines: pipelines, grid: grid!,
-                            started: .now(), progress: { [self] _ in refreshHints() }, cancellation: Cancellation(),
+                            clock: options.clock, started: options.clock.nanoseconds, progress: { [self] _ in refreshHints() }, cancellation: Cancellation(),
                             isLive: true, logger: logger)
         ingest.timelineOffset = timelineEnd
         ingest.idleLimit = mediaTimeout
@@ -436,7 +436,7 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
                              hlsWindow: hlsLowLatency ? max(hlsWindow, 10) : hlsWindow,
                              maximumSegmentDuration: 3 * options.keyframeInterval, lowLatency: hlsLowLatency,
                              sink: sinks[variant.level], arrivals: arrivals),
-                audio: audioTrack, frameRate: plan.frameRate)
+                audio: audioTrack, frameRate: plan.frameRate, clock: options.clock)
         }
         withShared { _ in pipelines = made }
         try FileManager.default.createDirectory(at: hlsDirectory, withIntermediateDirectories: true)

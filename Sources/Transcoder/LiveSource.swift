@@ -28,6 +28,8 @@ public final class LiveSource: PacketReader, @unchecked Sendable {
     public let startsNewTimeline: Bool
     /// How the publisher sends (`rtsp`, `rtmp`, `srt`).
     public let transport: String
+    /// What each packet's arrival is stamped on (the job's clock: its pictures' latency is measured from it).
+    let clock: NodeClock
 
     private let condition = NSCondition()
     private var pending = Deque<(packet: Packet, arrival: UInt64)>()
@@ -50,7 +52,9 @@ public final class LiveSource: PacketReader, @unchecked Sendable {
     ///   - audio: its AAC track, if any.
     ///   - startsNewTimeline: the publisher's timestamps jumped and this source carries on after
     ///     the jump: the job marks a discontinuity in every variant's HLS.
-    public init(url: String, video: VideoFormat, audio: AudioFormat?, transport: String = "rtsp", startsNewTimeline: Bool = false) throws {
+    public init(url: String, video: VideoFormat, audio: AudioFormat?, transport: String = "rtsp", startsNewTimeline: Bool = false,
+                clock: NodeClock = .system) throws {
+        self.clock = clock
         let (sps, pps, frameRate) = (video.sps, video.pps, video.frameRate)
         guard let parsed = H264SPS(sps) else { throw TranscodeError.badInput("\(url): the publisher's SPS cannot be read") }
         self.url = url
@@ -113,7 +117,7 @@ public final class LiveSource: PacketReader, @unchecked Sendable {
             dropping = false
         }
         pendingBytes += size
-        pending.append((packet, DispatchTime.now().uptimeNanoseconds))
+        pending.append((packet, clock.nanoseconds))
         condition.signal()
     }
 

@@ -30,6 +30,8 @@ public enum BackpressurePolicy: Sendable {
 }
 
 public struct TranscodeOptions: Sendable {
+    /// What the job's rates, latencies, silences and progress are measured on.
+    public var clock = NodeClock.system
     public var preset: String
     public var topMode: TopVariantMode
     /// Seconds between IDRs on the time grid, and the minimum segment when following source keyframes.

@@ -50,8 +50,11 @@ final class VariantOutput {
 
     /// Audio packets held while waiting for the first video packet (about 10 s of AAC).
     static let maximumPendingAudio = 500
+    /// What a picture's latency from its arrival is measured on (the live source's clock).
+    let clock: NodeClock
 
-    init(paths: Paths, audio: AudioTrack?, frameRate: Double) {
+    init(paths: Paths, audio: AudioTrack?, frameRate: Double, clock: NodeClock) {
+        self.clock = clock
         self.paths = paths
         self.audio = audio
         self.frameRate = frameRate > 0 ? frameRate : 30
@@ -129,7 +132,7 @@ final class VariantOutput {
         }
         if let arrivals = paths.arrivals,
            let arrival = arrivals.arrival(timelineTicks: packet.timeBase.rescale(packet.pts, to: ArrivalTimes.timeBase)) {
-            latency.add(Double(DispatchTime.now().uptimeNanoseconds &- arrival) / 1e9)
+            latency.add(clock.seconds(since: arrival))
         }
         if let held = heldVideo {
             // The real gap to this picture is the held one's length, whatever the frame rate says.

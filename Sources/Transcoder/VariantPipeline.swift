@@ -98,6 +98,8 @@ final class VariantPipeline: @unchecked Sendable {
     private var pendingSegmentStarts: Set<Int64> = []
     private var lastPTS = Int64.min
     private var decodeOffset: Int64 = 0
+    /// What each frame's work is timed on.
+    let clock: NodeClock
 
     // Ingest-confined.
     private var awaitingKeyframe = false
@@ -105,7 +107,8 @@ final class VariantPipeline: @unchecked Sendable {
     private var shedding = false
 
     init(variant: Variant, work: Work, output: VariantOutput, policy: BackpressurePolicy, inboxCapacity: Int,
-         qualitySampleInterval: Int? = nil, scaling: ScalingAlgorithm = .bicubic, priority: EncoderPriority = .normal) {
+         qualitySampleInterval: Int? = nil, scaling: ScalingAlgorithm = .bicubic, priority: EncoderPriority = .normal, clock: NodeClock = .system) {
+        self.clock = clock
         self.variant = variant
         self.scaling = scaling
         self.qualitySampleInterval = qualitySampleInterval
@@ -239,10 +242,10 @@ final class VariantPipeline: @unchecked Sendable {
                 }
                 slots?.signal()
             }
-            let started = DispatchTime.now()
+            let started = clock.nanoseconds
             let cpuStarted = CPUClock.thread()
             guard perform(input) else { return }
-            let elapsed = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
+            let elapsed = clock.seconds(since: started)
             let cpu = CPUClock.thread() - cpuStarted
             let framesOut = output.frames
             let meter = output.meter

@@ -28,6 +28,8 @@ public final class WebRTCService: Sendable {
         /// consent check, no RTCP) after which it ends.
         public var setupTimeout = 15.0
         public var silenceTimeout = 30.0
+        /// What viewers' timeouts, pacing and feedback are measured on.
+        public var clock = NodeClock.system
         public init() {}
     }
 
@@ -264,7 +266,7 @@ public final class WebRTCService: Sendable {
 
     /// Sessions that never finished ICE and DTLS, or went silent, end.
     private func expire() {
-        let now = DispatchTime.now().uptimeNanoseconds
+        let now = configuration.clock.nanoseconds
         for viewer in state.withLock({ Array($0.byID.values) }) {
             if let reason = viewer.expiry(now: now, setupTimeout: configuration.setupTimeout, silenceTimeout: configuration.silenceTimeout) {
                 viewer.end(reason: reason)

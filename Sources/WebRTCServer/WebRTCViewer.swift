@@ -42,6 +42,7 @@ public final class WebRTCViewer: Sendable {
     let credentials: ICELiteResponder.Credentials
     let remoteAddress: String
     private let service: WebRTCService
+    private let clock: NodeClock
     private let channel: Channel
     private let answer: WHEPAnswer
     private let plan: WHEPAnswer.Plan
@@ -56,8 +57,8 @@ public final class WebRTCViewer: Sendable {
         var nominated = false
         var player: PacketPlayer?
         var ended = false
-        var created = DispatchTime.now().uptimeNanoseconds
-        var lastHeard = DispatchTime.now().uptimeNanoseconds
+        var created: UInt64
+        var lastHeard: UInt64
         var transportSequence: UInt16 = 0
         var packetsSent = 0
         var bytesSent = 0
@@ -90,6 +91,7 @@ public final class WebRTCViewer: Sendable {
         var generator = SystemRandomNumberGenerator()
         id = WebRTCService.token(16, using: &generator)
         self.service = service
+        clock = service.configuration.clock
         self.channel = channel
         self.path = path
         self.pinned = pinned
@@ -101,7 +103,8 @@ public final class WebRTCViewer: Sendable {
         logger[metadataKey: "session"] = "\(id)"
         logger[metadataKey: "stream.guid"] = "\(path)"
         self.logger = logger
-        state = Mutex(State(dtls: try DTLSSession(identity: service.identity)))
+        let now = clock.nanoseconds
+        state = Mutex(State(dtls: try DTLSSession(identity: service.identity), created: now, lastHeard: now))
     }
 
     var peerAddress: SocketAddress? { state.withLock { $0.peer } }
@@ -111,7 +114,7 @@ public final class WebRTCViewer: Sendable {
     /// none) when the viewer's address changed.
     func consent(from address: SocketAddress, nominated: Bool) -> SocketAddress?? {
         state.withLock { state in
-            state.lastHeard = DispatchTime.now().uptimeNanoseconds
+            state.lastHeard = clock.nanoseconds
             guard state.peer != address, state.peer == nil || (nominated && !state.nominated) else { return nil }
             let previous = state.peer
             state.peer = address
@@ -123,7 +126,7 @@ public final class WebRTCViewer: Sendable {
 
     func receiveDTLS(_ datagram: [UInt8]) {
         let (outputs, connected, peer) = state.withLock { state -> ([[UInt8]], Bool, SocketAddress?) in
-            state.lastHeard = DispatchTime.now().uptimeNanoseconds
+            state.lastHeard = clock.nanoseconds
             let wasHandshaking = state.dtls.state == .handshaking
             let outputs = state.dtls.receive(datagram)
             return (outputs, wasHandshaking && state.dtls.state == .connected, state.peer)
@@ -179,7 +182,8 @@ public final class WebRTCViewer: Sendable {
         // Transport-wide feedback where the browser sends it (Chromium, Firefox); else its
         // receiver reports, capped by its REMB (aiortc, older stacks).
         let feedback: PacketPlayer.Feedback = answer.transportSequenceExtension != nil ? .perPacket : .receiverReports
-        let player = PacketPlayer(sink: ViewerSink(viewer: self), opusAudio: answer.audioPayloadType != nil, feedback: feedback) { [weak self] in
+        let player = PacketPlayer(sink: ViewerSink(viewer: self), opusAudio: answer.audioPayloadType != nil, feedback: feedback,
+                                  clock: clock) { [weak self] in
             self?.end(reason: "stream ended")
         }
         state.withLock { $0.player = player }
@@ -206,14 +210,14 @@ public final class WebRTCViewer: Sendable {
         guard packet[1] >= 192, packet[1] <= 223 else { return }
         let feedback: [RTCPFeedback]? = state.withLock { state in
             guard let inbound = state.inbound, let clear = try? inbound.unprotect(rtcp: packet) else { return nil }
-            state.lastHeard = DispatchTime.now().uptimeNanoseconds
+            state.lastHeard = clock.nanoseconds
             return RTCPFeedback.parseCompound(clear)
         }
         guard let feedback else {
             service.refusals.log(logger, "SRTCP refused (forged, replayed or before DTLS)", kind: "srtcp")
             return
         }
-        let now = DispatchTime.now().uptimeNanoseconds
+        let now = clock.nanoseconds
         let (observations, player, lost, reports) = state.withLock {
             state -> ([LinkObservation], PacketPlayer?, [UInt16], [(RTCPPacket.ReportBlock, Int)]) in
             var observations: [LinkObservation] = []
@@ -259,7 +263,7 @@ public final class WebRTCViewer: Sendable {
         let extensionID = answer.transportSequenceExtension
         let (datagrams, peer) = state.withLock { state -> ([[UInt8]], SocketAddress?) in
             guard let peer = state.peer, !state.ended else { return ([], nil) }
-            let now = Double(DispatchTime.now().uptimeNanoseconds) / 1e9
+            let now = clock.seconds
             var datagrams: [[UInt8]] = []
             for original in state.history.resend(sequences) {
                 guard state.retransmissionBudget.allow(bytes: original.payload.readableBytes + 40, mediaRate: state.pacer.mediaRate, at: now) else {
@@ -298,7 +302,7 @@ public final class WebRTCViewer: Sendable {
         }
         let startsPacing = state.withLock { state -> Bool in
             guard state.outbound != nil, state.peer != nil, !state.ended else { return false }
-            let now = Double(DispatchTime.now().uptimeNanoseconds) / 1e9
+            let now = clock.seconds
             for packet in packets {
                 let clear = Self.serialize(packet, payloadType: payloadType, ssrc: ssrc, transportSequence: extensionID.map { ($0, 0) })
                 if track == 0 { state.history.keep(packet) }
@@ -320,7 +324,7 @@ public final class WebRTCViewer: Sendable {
                 state.pacing = false
                 return ([], nil, false)
             }
-            let now = Double(DispatchTime.now().uptimeNanoseconds) / 1e9
+            let now = clock.seconds
             var datagrams: [[UInt8]] = []
             for item in state.pacer.release(at: now) {
                 guard let protected = Self.leave(item, state: &state, at: now) else { continue }
@@ -397,7 +401,7 @@ public final class WebRTCViewer: Sendable {
             channel.eventLoop.scheduleTask(in: .milliseconds(Int64(step) * 10)) { [self] in
                 let (datagrams, peer) = state.withLock { state -> ([[UInt8]], SocketAddress?) in
                     guard !state.ended, let peer = state.peer else { return ([], nil) }
-                    let now = Double(DispatchTime.now().uptimeNanoseconds) / 1e9
+                    let now = clock.seconds
                     let datagrams = part.compactMap { Self.leave($0, padding: true, state: &state, at: now) }
                     state.paddingBytes += datagrams.reduce(0) { $0 + $1.count }
                     return (datagrams, peer)
@@ -414,7 +418,7 @@ public final class WebRTCViewer: Sendable {
         if case let .senderReport(_, ntp, rtp, count, octets) = rtcp {
             rewritten = .senderReport(ssrc: ssrc, ntpTimestamp: ntp, rtpTimestamp: rtp, packetCount: count, octetCount: octets)
             if track == 0 {
-                let now = Double(DispatchTime.now().uptimeNanoseconds) / 1e9
+                let now = clock.seconds
                 state.withLock { state in
                     state.reportsSent.append((UInt32(truncatingIfNeeded: ntp >> 16), now))
                     if state.reportsSent.count > 8 { state.reportsSent.removeFirst() }

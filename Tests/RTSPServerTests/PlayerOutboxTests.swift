@@ -32,12 +32,14 @@ import Testing
     /// oldest media has waited (a fraction of a second), not bytes over a rate of nothing.
     @Test func theLagIsRightFromTheFirstLook() throws {
         let (channel, counter) = try Self.channel()
-        let outbox = TCPPlayerOutbox(channel: channel, counter: counter)
+        let time = ManualClock()
+        let outbox = TCPPlayerOutbox(channel: channel, counter: counter, clock: time.clock)
         outbox.enqueue(ByteBuffer(repeating: 1, count: 60_000), isMedia: true, isVideo: true, startsPicture: true)
-        let observation = outbox.observe(Self.info(acked: 0), at: uptimeSeconds() + 0.05)
-        #expect(observation.backlogSeconds >= 0.05 && observation.backlogSeconds < 0.5, "\(observation)")
+        time.advance(seconds: 0.05)
+        let observation = outbox.observe(Self.info(acked: 0), at: time.clock.seconds)
+        #expect(abs(observation.backlogSeconds - 0.05) < 1e-6, "\(observation)")
         // Once the player acknowledged it all, nothing waits: no lag.
-        let after = outbox.observe(Self.info(acked: counter.value), at: uptimeSeconds())
+        let after = outbox.observe(Self.info(acked: counter.value), at: time.clock.seconds)
         #expect(after.backlogSeconds == 0, "\(after)")
         var estimator = LinkEstimator()
         let sample = estimator.observe(observation)
@@ -52,14 +54,14 @@ import Testing
     /// keyframe, and what was already written is counted, not lost.
     @Test func mediaPastTheLimitWaitsWhereASkipCanDropIt() throws {
         let (channel, counter) = try Self.channel()
-        let outbox = TCPPlayerOutbox(channel: channel, counter: counter)
+        let outbox = TCPPlayerOutbox(channel: channel, counter: counter, clock: .system)
         outbox.setLimit(16 * 1024)
         for index in 0..<10 {
             outbox.enqueue(ByteBuffer(repeating: 2, count: 8 * 1024), isMedia: true, isVideo: true, startsPicture: index == 0)
         }
         #expect(try Self.writtenBytes(channel) == 16 * 1024)
         #expect(outbox.heldBytes == 8 * 8 * 1024)
-        let waiting = outbox.observe(Self.info(acked: 0), at: uptimeSeconds())
+        let waiting = outbox.observe(Self.info(acked: 0), at: NodeClock.system.seconds)
         #expect(waiting.senderWaiting)
         outbox.dropHeld()
         #expect(outbox.heldBytes == 0)
@@ -68,7 +70,7 @@ import Testing
         outbox.enqueue(ByteBuffer(repeating: 4, count: 100), isMedia: true, isVideo: false, startsPicture: false)
         #expect(outbox.heldBytes == 100)
         // The player acknowledges what was written: the held audio goes out, then a keyframe.
-        _ = outbox.observe(Self.info(acked: counter.value), at: uptimeSeconds())
+        _ = outbox.observe(Self.info(acked: counter.value), at: NodeClock.system.seconds)
         outbox.enqueue(ByteBuffer(repeating: 5, count: 200), isMedia: true, isVideo: true, startsPicture: true)
         #expect(try Self.writtenBytes(channel) == 300)
         _ = try channel.finish()
@@ -77,7 +79,7 @@ import Testing
     /// A probe's padding waits behind media and goes when the probe ends early.
     @Test func aProbesPaddingIsDroppedAlone() throws {
         let (channel, counter) = try Self.channel()
-        let outbox = TCPPlayerOutbox(channel: channel, counter: counter)
+        let outbox = TCPPlayerOutbox(channel: channel, counter: counter, clock: .system)
         outbox.setLimit(16 * 1024)
         outbox.enqueue(ByteBuffer(repeating: 0, count: 16 * 1024), isMedia: false, isVideo: false, startsPicture: false)
         outbox.enqueue(ByteBuffer(repeating: 0, count: 4096), isMedia: false, isVideo: false, startsPicture: false)

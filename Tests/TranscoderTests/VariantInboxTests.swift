@@ -13,7 +13,7 @@ import TestSupport
         let video = try #require(try MediaInput(url: fixture("720p30-h264-aac.mp4")).bestVideoStream)
         let variant = Variant(streamGuid: "live/inbox_1", level: 1, width: 1280, height: 720, bitRate: 2_000_000)
         return VariantPipeline(variant: variant, work: .passthrough(try video.parameters.copy(), timeBase: video.timeBase),
-                               output: VariantOutput(paths: .init(mp4: nil, hlsDirectory: directory), audio: nil, frameRate: 30),
+                               output: VariantOutput(paths: .init(mp4: nil, hlsDirectory: directory), audio: nil, frameRate: 30, clock: .system),
                                policy: .dropUntilKeyframe, inboxCapacity: 2)
     }
 
