@@ -99,7 +99,9 @@ for index in $(seq 0 $((count - 1))); do
   mapfile -t rates < <(python3 -c "import json,sys; print('\n'.join(map(str, json.load(open(sys.argv[1]))[int(sys.argv[2])]['rates'])))" "$work/links.json" "$index")
   shape 100000
   stats="$work/chromium-$index.jsonl"
-  inside python3 Tests/Peers/chromium-whep-check.py "http://127.0.0.1:$http/play/live/edge_1" $(( ${#rates[@]} + 8 )) 0 >"$stats" 2>/dev/null &
+  # Not through `inside`: a function run in the background is a subshell, and killing it left the
+  # viewer playing 8 s into the next link's window (and the node sending to it for 30 s more).
+  ip netns exec "$namespace" python3 Tests/Peers/chromium-whep-check.py "http://127.0.0.1:$http/play/live/edge_1" $(( ${#rates[@]} + 8 )) 0 >"$stats" 2>/dev/null &
   viewer=$!
   for _ in $(seq 1 40); do grep -q '"framesDecoded": [1-9]' "$stats" 2>/dev/null && break; sleep 0.25; done
   began=$(date +%s.%N)
@@ -199,8 +201,9 @@ for index, link in enumerate(links):
         print(f"| {link['name']} | nothing decoded |")
         continue
     # The window: from the first change (the link's first second) for as many seconds as the link has.
+    end = changes[-1][2] + (len(link["rates"]) - changes[-1][0]) if changes else began + seconds
     first = playing[0]
-    inside = [s for s in playing if s["t"] >= first["t"]]
+    inside = [s for s in playing if s["t"] >= first["t"] and s.get("wall", 0) <= end + 0.25]
     span = max(0.5, inside[-1]["t"] - inside[0]["t"])
     delivered = (inside[-1]["bytesReceived"] - inside[0]["bytesReceived"]) * 8 / span / 1000
     frozen = inside[-1].get("totalFreezesDuration", 0) - inside[0].get("totalFreezesDuration", 0)
@@ -208,7 +211,6 @@ for index, link in enumerate(links):
     plis = inside[-1].get("pliCount", 0)
     lags = sorted(s["playoutLagMs"] for s in inside if s.get("playoutLagMs") is not None)
     lag = f"{lags[len(lags) // 2]:.0f} / {lags[int(len(lags) * 0.95)]:.0f} ms" if lags else "–"
-    end = changes[-1][2] + (len(link["rates"]) - changes[-1][0]) if changes else began + seconds
     mine = [m for m in moves if began - 1 <= m[0] <= end]
     reactions = []
     for (at, rate, wall), following in zip(changes[1:], changes[2:] + [(None, None, float("inf"))]):

@@ -110,6 +110,7 @@ enum WHEPPlayerPage {
           const response = await fetch('/whep/' + stream + location.search, {method: 'POST', headers: {'Content-Type': 'application/sdp'}, body: pc.localDescription.sdp});
           if (response.status !== 201) { status.textContent = 'WHEP ' + response.status + ': ' + await response.text(); return; }
           const resource = response.headers.get('Location');
+          window.whepResource = resource;
           await pc.setRemoteDescription({type: 'answer', sdp: await response.text()});
           addEventListener('pagehide', () => fetch(resource, {method: 'DELETE', keepalive: true}));
           video.requestVideoFrameCallback?.(() => { window.firstDecodedAfterPost = (performance.now() - posted) / 1000; });

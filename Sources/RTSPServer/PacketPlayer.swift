@@ -20,6 +20,13 @@ public protocol PacketSink: Sendable {
     var eventLoop: EventLoop { get }
     /// About `bytes` of padding the player discards, beside the media: a probe of its link.
     func sendPadding(bytes: Int)
+    /// The video it holds and has not yet sent is dropped, and what it sent is not resent: the
+    /// player moves to another rung from that rung's IDR (a flushing move, a skip).
+    func dropQueuedVideo()
+}
+
+extension PacketSink {
+    public func dropQueuedVideo() {}
 }
 
 /// A player of a stream through a `PacketSink`: it starts on the cached GOP's IDR and catches up
@@ -124,5 +131,7 @@ struct SinkTransport: PlayerTransport {
         sink.sendPadding(bytes: bytes)
     }
     var sentMedia: SentMediaLog? { log }
-    func dropQueued(paddingOnly: Bool) {}
+    func dropQueued(paddingOnly: Bool) {
+        if !paddingOnly { sink.dropQueuedVideo() }
+    }
 }

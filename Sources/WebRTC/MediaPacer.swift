@@ -22,9 +22,12 @@ public struct MediaPacer: Sendable {
     public struct Item: Sendable {
         public var bytes: [UInt8]
         public var carriesTransportSequence: Bool
-        public init(bytes: [UInt8], carriesTransportSequence: Bool) {
+        /// A video packet: dropped with the rest of its rung when the player is moved away.
+        public var isVideo: Bool
+        public init(bytes: [UInt8], carriesTransportSequence: Bool, isVideo: Bool = false) {
             self.bytes = bytes
             self.carriesTransportSequence = carriesTransportSequence
+            self.isVideo = isVideo
         }
     }
 
@@ -73,6 +76,13 @@ public struct MediaPacer: Sendable {
         }
         if queue.isEmpty { budget = min(budget, 1500) }
         return released
+    }
+
+    /// The video queued is dropped, the audio kept: the player was moved down, and the old rung's
+    /// pictures, late already, would reach the link before the new rung's IDR.
+    public mutating func dropVideo() {
+        queue.removeAll { $0.isVideo }
+        queuedBytes = queue.reduce(0) { $0 + $1.bytes.count }
     }
 
     /// Everything queued is dropped (the viewer left).

@@ -20,6 +20,13 @@ public struct RetransmissionHistory: Sendable {
         slots = Array(repeating: nil, count: Self.capacity)
     }
 
+    /// Nothing sent so far is resent any more: the player was moved to another rung, whose IDR
+    /// comes next, and the old rung's lost packets would only take the link from it.
+    public mutating func forget() {
+        slots = Array(repeating: nil, count: Self.capacity)
+        newest = nil
+    }
+
     public mutating func keep(_ packet: RTPPacket) {
         slots[Int(packet.sequenceNumber) % Self.capacity] = (packet, 0)
         newest = packet.sequenceNumber

@@ -306,7 +306,7 @@ public final class WebRTCViewer: Sendable {
             for packet in packets {
                 let clear = Self.serialize(packet, payloadType: payloadType, ssrc: ssrc, transportSequence: extensionID.map { ($0, 0) })
                 if track == 0 { state.history.keep(packet) }
-                state.pacer.enqueue(.init(bytes: clear, carriesTransportSequence: extensionID != nil), at: now)
+                state.pacer.enqueue(.init(bytes: clear, carriesTransportSequence: extensionID != nil, isVideo: track == 0), at: now)
             }
             // Whoever finds the pacer idle starts it; `pace()` stops exactly when it says so.
             guard !state.pacing, !state.pacer.isEmpty else { return false }
@@ -497,6 +497,7 @@ struct ViewerSink: PacketSink {
     var pendingBytes: Int { viewer.pacedBytes }
     func close() {}
     func sendPadding(bytes: Int) { viewer.sendPadding(bytes: bytes) }
+    func dropQueuedVideo() { viewer.dropQueuedVideo() }
     var eventLoop: EventLoop { viewer.eventLoop }
 }
 
@@ -504,4 +505,16 @@ extension WebRTCViewer {
     var eventLoop: EventLoop { channel.eventLoop }
     /// Media waiting in the pacer: the viewer's backlog, as the player's adaptation sees it.
     var pacedBytes: Int { state.withLock { $0.pacer.queuedBytes } }
+
+    /// The player was moved down with a flush (or skipped): its rung's video still in the pacer
+    /// is dropped, and nothing sent before is resent. Both would reach the full link ahead of the
+    /// new rung's IDR: in Chromium a viewer that started on the top over a 1 Mbit/s link stayed
+    /// frozen 3 s while the top's catch-up and its retransmissions drained before 240p's IDR.
+    /// The browser sees a gap in the sequence numbers before that IDR, which decodes on its own.
+    func dropQueuedVideo() {
+        state.withLock { state in
+            state.pacer.dropVideo()
+            state.history.forget()
+        }
+    }
 }

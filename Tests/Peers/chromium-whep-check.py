@@ -83,6 +83,13 @@ def main():
         print(json.dumps({"decoded": ok, **last}), flush=True)
         return 0 if ok else 1
     finally:
+        # The session ends now, as a page closed by its viewer ends it (DELETE on its WHEP
+        # resource): left to the node's 30 s silence timeout, the media it is still sent shares a
+        # shaped link with whatever plays next.
+        try:
+            browser.evaluate("window.whepResource ? fetch(window.whepResource, {method: 'DELETE'}).then(r => r.status) : 0", await_promise=True)
+        except Exception:
+            pass
         browser.close()
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import MediaCore
 import NIOCore
 import NIOEmbedded
@@ -22,8 +23,10 @@ import Testing
         }
         func send(_ rtcp: RTCPPacket, track: Int) {}
         func close() {}
-        func sendPadding(bytes: Int) {}
+        private var padding: [Int] = []
+        func sendPadding(bytes: Int) { lock.withLock { padding.append(bytes) } }
         var received: Int { lock.withLock { pictures.count } }
+        var paddingSlices: Int { lock.withLock { padding.count } }
     }
 
     static let clock = Rational(1, 90000)
@@ -76,5 +79,46 @@ import Testing
         #expect(sink.received == 2, "the old rung goes on while no IDR was asked for")
         Self.write(low, at: 180_000, keyframe: true)
         #expect(player.subscriber.switches == 1)
+    }
+
+    /// A WebRTC viewer's probe holds the bottleneck's queue short: a slice of padding waits while
+    /// the latest feedback says more than `probeQueueTarget` is queued, so a link that cannot carry
+    /// the probe fills without overflowing (a probe that ran on until 0.3 s queued overflowed a
+    /// 100-packet queue at 2.3 Mbit/s every time, and the media it took froze Chromium).
+    @Test func aDatagramProbeHoldsItsPaddingWhileTheQueueIsLong() {
+        let registry = StreamRegistry()
+        let (high, low) = (registry.stream("live/p_1"), registry.stream("live/p_2"))
+        high.setRung(.init(level: 1, bitRate: 2_000_000, upswitchAbove: 2_500_000, downswitchBelow: 2_105_264))
+        low.setRung(.init(level: 2, bitRate: 1_000_000, upswitchAbove: 1_250_000, downswitchBelow: 1_052_632))
+        let time = ManualClock()
+        let sink = RecordingSink()
+        let loop = sink.eventLoop as! EmbeddedEventLoop
+        let player = PacketPlayer(sink: sink, opusAudio: false, clock: time.clock, onEnd: {})
+        player.play(low)
+        Self.write(low, at: 0, keyframe: true)
+        player.adapt(registry: registry, ladder: [1: "live/p_1", 2: "live/p_2"], logger: Logger(label: "test")) { _, _, _ in }
+        var delivered: UInt64 = 0
+        func feedback(backlog: Double) {
+            time.advance(seconds: 0.1)
+            delivered += 1_050_000 / 8 / 10
+            player.observe(LinkObservation(time: 0, deliveredBytes: delivered, senderWaiting: false, backlogSeconds: backlog))
+        }
+        // The rung's own rate, clean, until the policy probes the next one.
+        for _ in 0..<200 where sink.paddingSlices == 0 {
+            feedback(backlog: 0)
+            loop.run()
+        }
+        #expect(sink.paddingSlices == 1, "no probe began in 20 s of a clean link")
+        // A queue of 0.2 s: the next slices wait, the probe goes on.
+        feedback(backlog: 0.2)
+        loop.advanceTime(by: .milliseconds(100))
+        feedback(backlog: 0.2)
+        loop.advanceTime(by: .milliseconds(100))
+        #expect(sink.paddingSlices == 1, "padding was sent over a 0.2 s queue")
+        // Drained: the padding resumes.
+        feedback(backlog: 0.01)
+        loop.advanceTime(by: .milliseconds(100))
+        #expect(sink.paddingSlices == 2)
+        _ = high
     }
 }

@@ -51,6 +51,24 @@ import Testing
         #expect(pacer.isEmpty && pacer.queuedBytes == 0)
     }
 
+    /// A move down drops the old rung's video still queued, keeps the audio, and resends nothing
+    /// sent before it: the new rung's IDR is the next video the link carries.
+    @Test func aMoveDownDropsQueuedVideoKeepsAudioAndForgetsTheHistory() {
+        var pacer = MediaPacer()
+        for index in 0..<6 {
+            pacer.enqueue(.init(bytes: [UInt8](repeating: 0, count: 1000 + index), carriesTransportSequence: true, isVideo: index % 3 != 0), at: 0)
+        }
+        pacer.dropVideo()
+        #expect(pacer.queuedBytes == 1000 + 1003)
+        #expect(pacer.release(at: 1).map(\.bytes.count) == [1000, 1003])
+        var history = RetransmissionHistory()
+        for sequence in UInt16(0)...UInt16(9) { history.keep(Self.packet(sequence)) }
+        history.forget()
+        #expect(history.resend([3, 9]).isEmpty && history.recent(bytes: 100).isEmpty)
+        history.keep(Self.packet(10))
+        #expect(history.resend([10]).map(\.sequenceNumber) == [10])
+    }
+
     static func packet(_ sequence: UInt16) -> RTPPacket {
         RTPPacket(marker: false, payloadType: 96, sequenceNumber: sequence, timestamp: 9000, ssrc: 1, payload: ByteBuffer(bytes: [1, 2, 3]))
     }
