@@ -249,6 +249,9 @@ public final class WebRTCViewer: Sendable {
             return (observations, state.player, lost, reports)
         }
         for observation in observations { player?.observe(observation) }
+        if !observations.isEmpty, let estimate = player?.estimate {
+            state.withLock { $0.pacer.linkRate = estimate }
+        }
         if answer.transportSequenceExtension == nil, let player {
             let estimate = state.withLock { $0.receiverEstimate }.map(Double.init)
             for (block, track) in reports { player.receiverReport(block, track: track, receiverEstimate: estimate) }

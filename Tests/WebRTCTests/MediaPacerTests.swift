@@ -41,6 +41,23 @@ import Testing
         }
     }
 
+    /// With the link's estimate known, bursts leave no faster than it carries with a quarter's
+    /// headroom, and never slower than the media comes in.
+    @Test func burstsAreHeldToTheLinksEstimateButNeverBelowTheMedia() {
+        var pacer = MediaPacer()
+        // A second of 1 Mbit/s media: 2.5× would be 2.5 Mbit/s, the floor 3 Mbit/s.
+        for _ in 0..<104 { pacer.enqueue(Self.datagram(), at: 0.5) }
+        #expect(pacer.rate == MediaPacer.minimumRate)
+        pacer.linkRate = 1_200_000
+        #expect(abs(pacer.rate - 1_500_000) < 1, "1.25 × the link's 1.2 Mbit/s, got \(pacer.rate)")
+        // A link estimated under the media: the media's own rate (and a little), not the estimate.
+        pacer.linkRate = 500_000
+        #expect(abs(pacer.rate - 104 * 1200 * 8 * 1.05) < 1, "got \(pacer.rate)")
+        // A link wider than the burst changes nothing.
+        pacer.linkRate = 50_000_000
+        #expect(pacer.rate == MediaPacer.minimumRate)
+    }
+
     @Test func anIdlePacerLetsASmallPictureGoAtOnceAndClears() {
         var pacer = MediaPacer()
         pacer.enqueue(Self.datagram(), at: 0)
