@@ -61,11 +61,11 @@ public struct IngestContext: Sendable {
     public init(host: String, port: Int, publishers: PublisherSlots, policy: any PublishPolicy, environment: [String: String] = [:],
                 clock: NodeClock = .system) {
         self.host = host
-        self.clock = clock
         self.port = port
         self.publishers = publishers
         self.policy = policy
         self.environment = environment
+        self.clock = clock
     }
 }
 

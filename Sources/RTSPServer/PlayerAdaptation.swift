@@ -233,9 +233,6 @@ final class PlayerAdaptation: Sendable {
         }
     }
 
-    /// Seconds queued on a datagram player's path above which its probe's next slice is not sent.
-    static let probeQueueTarget = 0.1
-
     /// Sends `extraBitRate` more for `seconds`, in slices of 100 ms, as RTCP APP padding.
     private func probe(extraBitRate: Int, seconds: Double) {
         let slice = extraBitRate / 8 / 10
@@ -250,12 +247,7 @@ final class PlayerAdaptation: Sendable {
                 // The policy ends a probe as soon as a queue builds: the padding stops with it.
                 let (probing, backlog) = state.withLock { (!$0.stopped && $0.policy?.isProbing == true, $0.lastBacklog) }
                 guard probing else { return }
-                // A datagram player's probe holds the bottleneck's queue near `probeQueueTarget`:
-                // a slice waits while more than that is queued. A link carrying less than the
-                // probe is then full (its capacity measured) without overflowing: ended only at
-                // 0.3 s queued, probes to the top on a 2.3 Mbit/s link with a 100-packet queue
-                // (0.42 s) overflowed it every time, and the media lost froze Chromium up to 2 s.
-                if ramps, backlog > Self.probeQueueTarget { return }
+                if let limit = profile.probeQueueLimit, backlog > limit { return }
                 transport.sendPadding(bytes: ramps ? slice * min(10, index + 1) / 10 : slice)
                 // A probe is watched closely: the sooner a queue is seen building, the less it delays the media.
                 if index > 0 { transport.connectionInfo().whenSuccess { [self] info in observe(info) } }
@@ -280,6 +272,13 @@ struct AdaptationProfile: Equatable {
     /// Datagrams the node paces itself (WebRTC): no TCP window releases them and nothing
     /// retransmits them, so the old rung's tail is lost rather than late.
     var paced: Bool
+
+    /// Seconds queued on the path above which a probe's next slice of padding waits (nil: never).
+    /// A datagram player's probe so holds the bottleneck's queue short: a link carrying less than
+    /// the probe is full (its capacity measured) without overflowing. Ended only at 0.3 s queued,
+    /// probes to the top on a 2.3 Mbit/s link with a 100-packet queue (0.42 s) overflowed it every
+    /// time, and the media lost froze Chromium up to 2 s. TCP's own window holds its queue.
+    var probeQueueLimit: Double? { paced ? 0.1 : nil }
 
     init(evidence: Evidence, paced: Bool) {
         self.evidence = evidence

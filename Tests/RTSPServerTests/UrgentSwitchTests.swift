@@ -82,7 +82,7 @@ import Testing
     }
 
     /// A WebRTC viewer's probe holds the bottleneck's queue short: a slice of padding waits while
-    /// the latest feedback says more than `probeQueueTarget` is queued, so a link that cannot carry
+    /// the latest feedback says more than `AdaptationProfile.probeQueueLimit` is queued, so a link that cannot carry
     /// the probe fills without overflowing (a probe that ran on until 0.3 s queued overflowed a
     /// 100-packet queue at 2.3 Mbit/s every time, and the media it took froze Chromium).
     @Test func aDatagramProbeHoldsItsPaddingWhileTheQueueIsLong() {
