@@ -57,6 +57,7 @@ class Player(threading.Thread):
         self.levels = []  # (monotonic, level)
         self.switches = 0
         self.annexb = open(f"{work}/player{index}.h264", "wb")
+        self.access_unit = []  # the NAL units of the picture being received
         self.session = None
         self.last_sps = None
         self.sps_changes = []  # wall-clock times a different SPS (another rung) arrived
@@ -140,11 +141,17 @@ class Player(threading.Thread):
                     index += 2 + length
             else:
                 self.nal_unit(payload)
-            if marker and not self.stop:
-                self.pictures.append((time.monotonic(), unwrapped / 90000))
+            if marker:
+                # Only whole access units reach the file: the one cut off when the window ends
+                # (its parameter sets without its slices, say) is the reader's doing, not a
+                # decoder error in what the node sent.
+                self.annexb.write(b"".join(self.access_unit))
+                self.access_unit.clear()
+                if not self.stop:
+                    self.pictures.append((time.monotonic(), unwrapped / 90000))
 
     def nal_unit(self, unit):
-        self.annexb.write(b"\x00\x00\x00\x01" + unit)
+        self.access_unit.append(b"\x00\x00\x00\x01" + unit)
         if unit and unit[0] & 0x1F == 7:  # an SPS: a new one means the move to another rung landed
             if self.last_sps is not None and unit != self.last_sps:
                 self.sps_changes.append(time.time())

@@ -139,6 +139,16 @@ public struct SwitchingPolicy: Sendable {
     public var downBacklog = 0.15
     /// Backlog above which a sample is not clean (seconds of media).
     public var cleanBacklog = 0.3
+    /// Backlog at which a probe ends: the link is full. A TCP sender's probe keeps a fifth of a
+    /// second of its rate outstanding (`LinkEstimator.outstandingLimit`), all of it queued at a
+    /// bottleneck that carries a little less than the probe, and the media written after it waits
+    /// behind it in the socket. Ended at `cleanBacklog`, that allowance alone ended probes after
+    /// about a second on links that carried 1.5–1.7 Mbit/s against a 1.385 Mbit/s threshold,
+    /// before the received evidence spanned any of the probe: a reader stayed on 500 kbit/s for
+    /// 20 s the oracle spent on 1 Mbit/s. A probe that cannot succeed still ends at
+    /// `cleanBacklog` (the link reads full well under its threshold). Transports whose probe is
+    /// judged on reports or per-packet feedback set it to `cleanBacklog` (`AdaptationProfile`).
+    public var probeBacklogLimit = 0.7
 
     public private(set) var rungs: [Rung]
     public private(set) var level: Int
@@ -262,6 +272,16 @@ public struct SwitchingPolicy: Sendable {
         // the link falls behind; a collapse to under half the rung counts at once.
         var measured = sample.appLimited ? nil : sample.estimate
         if let rate = measured, rate >= Double(current.bitRate) / 2, sample.backlogSeconds < downBacklog { measured = nil }
+        // A link that fell a moment ago has no saturated run long enough to be measured yet, but
+        // its media queue grows and the transport's freshest rate sample of the full link reads
+        // it: together, and well under the rung, they speak for the link half a second sooner (a
+        // burst or ACK compression makes such a sample read high, never low). Waiting for the
+        // saturated run, a player on a 3G link that fell from 1.5 Mbit/s to 570 kbit/s under a
+        // 1.1 Mbit/s rung missed the grid IDR just after it and froze for a keyframe interval.
+        if measured == nil, let latest = sample.latestRate, latest < Double(current.bitRate) * shortfall,
+           sample.backlogSeconds >= downBacklog, let previous = previousBacklog, sample.backlogSeconds > previous + 0.05 {
+            measured = latest
+        }
         // Right after a move, the queue still holds the old rung's media, counted in seconds of the
         // new one: it says nothing about the new rung until it has had time to drain.
         let backlogBad = sample.backlogSeconds > backlogForDown && now >= settledAt
@@ -277,18 +297,27 @@ public struct SwitchingPolicy: Sendable {
             // on a rate sample or on what was merely sent.
             let best = max(running.best, sample.received ?? 0)
             probe!.best = best
-            // A queue building up means the link is full: the probe stops there, before it hurts.
-            if now >= running.until || bad || sample.backlogSeconds > cleanBacklog {
+            // A queue building up means the link is full: the probe stops there, before it hurts;
+            // and as soon as the queue is clean no longer, when the link reads full well under
+            // what the probe must show (a probe from 1 Mbit/s to a 2 Mbit/s top on a 1.3 Mbit/s
+            // link), since queueing more cannot make it succeed and delays the media behind it.
+            let target = rungs.first { $0.level == running.level }
+            let hopeless = sample.backlogSeconds > cleanBacklog && !sample.appLimited
+                && (sample.estimate ?? .infinity) < Double(target?.upswitchAbove ?? 0) * shortfall
+            if now >= running.until || bad || sample.backlogSeconds > probeBacklogLimit || hopeless {
                 probe = nil
-                if let target = rungs.first(where: { $0.level == running.level }), now >= running.until, best >= Double(target.upswitchAbove), !bad,
-                   sample.backlogSeconds <= cleanBacklog {
+                // Unless the link, read full just now, has fallen under the target since: the
+                // evidence spans seconds, and a 3G link that carried 1.4 Mbit/s through a probe
+                // and then 900 kbit/s at its end would take the player up into the fall.
+                let fellSince = !sample.appLimited && (sample.estimate ?? .infinity) < Double(target?.bitRate ?? 0)
+                if let target, now >= running.until, best >= Double(target.upswitchAbove), !bad, !fellSince,
+                   sample.backlogSeconds <= probeBacklogLimit {
                     return moveUp(to: target, now: now, received: best, reason: "probe: received \(kbps(best)) over its last seconds")
                 }
                 // Ended early because the queue built: the link was full, and what it delivered
                 // meanwhile is its capacity.
-                if probeJudgedWhenFull, now < running.until, !bad, sample.lossFraction < lossForClean, sample.backlogSeconds > cleanBacklog,
-                   !sample.appLimited, let full = sample.estimate, let target = rungs.first(where: { $0.level == running.level }),
-                   full >= Double(target.upswitchAbove) {
+                if probeJudgedWhenFull, now < running.until, !bad, sample.lossFraction < lossForClean, sample.backlogSeconds > probeBacklogLimit,
+                   !sample.appLimited, let full = sample.estimate, let target, full >= Double(target.upswitchAbove) {
                     let decision = moveUp(to: target, now: now, received: full, reason: "probe filled the link at \(kbps(full))")
                     // What the probe queued is still draining, and what it overfilled may be reported lost next.
                     probeAftermathUntil = now + probeAftermath
@@ -340,8 +369,15 @@ public struct SwitchingPolicy: Sendable {
             let persistent = now - badSince! >= downHold
             let best = bestWhileBad
             if level != lowest.level, collapse || persistent || lossBad || backlogBad {
-                // A backlog or loss says the rung does not fit, whatever the estimate claims.
-                let overrun = backlogBad || lossBad
+                // A backlog, loss or a collapse says the rung does not fit, whatever the estimate
+                // claims: the player moves at least a rung down. The best of the bad samples may
+                // be one a probe's queue inflated just before the link fell: a reader stepped from
+                // 1.3 Mbit/s to 650 kbit/s in a probe's last second had 1.11 Mbit/s as its best
+                // bad sample, which "carries" the 1.108 Mbit/s rung, and stayed on it for 4 s,
+                // reading 650 kbit/s, until its lag passed two seconds. Only an estimate within
+                // the hysteresis (under the rung's down threshold, over its rate) moves the player
+                // no further than it carries.
+                let overrun = backlogBad || lossBad || collapse
                 let target = overrun ? lower(best.map(highestCarried)) : (best.map(highestCarried) ?? lower(nil))
                 if target.level > level {
                     let why = lossBad ? "loss \(Int(sample.lossFraction * 100)) %"

@@ -227,8 +227,11 @@ public struct TraceReplay: Sendable {
         func rate(_ level: Int) -> Double {
             (rungs.first { $0.level == level } ?? rungs.last!).bitRate(at: time, segmentDuration: keyframeInterval)
         }
+        // As the node's outbox reads it: the oldest media it still holds, or the oldest bytes it
+        // wrote that have not arrived, padding included (a socket is one queue: media written
+        // after a probe's padding waits behind it).
         func age() -> Double {
-            let oldest = [sender.first { $0.rate > 0 }, network.first { $0.rate > 0 }].compactMap { $0?.enqueuedAt }.min()
+            let oldest = [sender.first { $0.rate > 0 }, network.first].compactMap { $0?.enqueuedAt }.min()
             return oldest.map { time - $0 } ?? 0
         }
         let steps = Int((length / step).rounded(.up))

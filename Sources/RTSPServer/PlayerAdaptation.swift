@@ -296,6 +296,7 @@ struct AdaptationProfile: Equatable {
         case .receiverReports:
             // Judged on reports: a probe must outlast the interval between two.
             policy.probeDuration = min(8, max(3, reportInterval * 1.5))
+            policy.probeBacklogLimit = policy.cleanBacklog
         case .transportFeedback:
             // Its ramp's second, then the seconds the evidence spans. A ramped probe that finds
             // too little costs the media little (it ends as the queue starts to build), so probes
@@ -303,6 +304,9 @@ struct AdaptationProfile: Equatable {
             policy.probeDuration = 4
             policy.maximumProbeHold = 6
             policy.probeJudgedWhenFull = true
+            // The pacer holds the probe's queue at 0.1 s (`probeQueueLimit`): one that reaches
+            // the clean limit anyway is a link that fell.
+            policy.probeBacklogLimit = policy.cleanBacklog
         case .tcpInfo:
             break
         }

@@ -182,6 +182,87 @@ import Testing
         #expect(probeOn(linkCarrying: threshold * 1.08, judgedWhenFull: false) == .stay)
     }
 
+    /// A TCP player's probe queues its own outstanding allowance at a bottleneck that carries a
+    /// little less than it: past the clean backlog, it goes on while the link reads full at about
+    /// the threshold, and what arrived over its seconds moves the player up. A probe whose link
+    /// reads full well under the threshold ends as soon as the backlog is not clean.
+    @Test func aProbeGoesOnPastItsOwnQueueOnlyWhileItCanSucceed() {
+        let threshold = Double(Self.rungs[1].upswitchAbove)
+        func probeOn(linkCarrying capacity: Double) -> (decision: SwitchingPolicy.Decision, probing: Bool, seconds: Double) {
+            var policy = SwitchingPolicy(rungs: Self.rungs, startingAt: 3)
+            var time = 0.0
+            var decision = Self.untilItProbes(&policy, time: &time, rate: 520_000)
+            guard case .probe = decision else { return (decision, false, 0) }
+            let start = time
+            // Full from its first tenth of a second, a fifth of a second queued at once and a
+            // little more each tenth; what arrived over the last seconds climbs to the link's rate.
+            for step in 1...40 {
+                time += 0.1
+                let received = 520_000 + (capacity - 520_000) * min(1, Double(step) / 25)
+                decision = policy.observe(.init(time: time, estimate: capacity, backlogSeconds: 0.2 + 0.006 * Double(step), received: received))
+                if case .stay = decision, policy.isProbing { continue }
+                break
+            }
+            return (decision, policy.isProbing, time - start)
+        }
+        let near = probeOn(linkCarrying: threshold * 1.15)
+        guard case .switchTo(2, false, _) = near.decision else {
+            Issue.record("expected a move up on a link carrying the threshold with 15 % to spare, got \(near.decision)")
+            return
+        }
+        let hopeless = probeOn(linkCarrying: threshold * 0.7)
+        #expect(hopeless.decision == .stay && !hopeless.probing)
+        #expect(hopeless.seconds < 2, "a probe that cannot succeed went on for \(hopeless.seconds) s")
+    }
+
+    /// A link that collapses under the rung moves the player at least a rung down, even when an
+    /// earlier bad sample (one a probe's queue inflated) still nominally carried the rung.
+    @Test func aCollapseMovesAtLeastARungDownWhateverTheBestBadSampleCarried() {
+        var policy = SwitchingPolicy(rungs: Self.rungs, startingAt: 2)
+        let rung = Self.rungs[1]
+        var time = 0.0
+        for _ in 0..<8 {
+            time += 0.5
+            #expect(policy.observe(.init(time: time, estimate: 1_000_000, appLimited: true, received: 1_000_000)) == .stay)
+        }
+        // Under the rung's down threshold but over its rate: bad, and within the hysteresis.
+        time += 0.5
+        let inBand = (Double(rung.bitRate) + Double(rung.downswitchBelow)) / 2
+        #expect(policy.observe(.init(time: time, estimate: inBand, backlogSeconds: 0.4)) == .stay)
+        // The link reads well under the rung now.
+        time += 0.5
+        let decision = policy.observe(.init(time: time, estimate: Double(rung.bitRate) * 0.65, backlogSeconds: 0.7))
+        guard case .switchTo(3, _, _) = decision else {
+            Issue.record("expected a move to level 3, got \(decision)")
+            return
+        }
+    }
+
+    /// Before a saturated run is long enough to measure, a queue that grows and a transport rate
+    /// sample of the full link well under the rung move the player down; either alone does not.
+    @Test func aGrowingQueueAndALowRateSampleMoveThePlayerDownEarly() {
+        func fall(latest: Double?, backlogs: (Double, Double)) -> SwitchingPolicy.Decision {
+            var policy = SwitchingPolicy(rungs: Self.rungs, startingAt: 2)
+            var time = 0.0
+            for _ in 0..<8 {
+                time += 0.5
+                _ = policy.observe(.init(time: time, estimate: 1_000_000, appLimited: true, received: 1_000_000))
+            }
+            time += 0.5
+            _ = policy.observe(.init(time: time, estimate: 1_000_000, appLimited: true, backlogSeconds: backlogs.0, received: 1_000_000))
+            time += 0.5
+            return policy.observe(.init(time: time, estimate: 900_000, appLimited: true, backlogSeconds: backlogs.1, received: 950_000,
+                                        latestRate: latest))
+        }
+        guard case .switchTo(3, _, _) = fall(latest: 570_000, backlogs: (0.0, 0.2)) else {
+            Issue.record("expected a move to level 3 on a growing queue and a low rate sample")
+            return
+        }
+        #expect(fall(latest: nil, backlogs: (0.0, 0.2)) == .stay)
+        #expect(fall(latest: 570_000, backlogs: (0.2, 0.2)) == .stay)
+        #expect(fall(latest: 950_000, backlogs: (0.0, 0.2)) == .stay)
+    }
+
     /// A link that falls under the current rung in the middle of a probe is not the probe's doing:
     /// measured full, it carries less than the rung's own down threshold, and the player moves
     /// down at once (where the policy judges probes on a full link, as for WebRTC viewers).
