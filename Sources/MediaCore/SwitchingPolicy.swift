@@ -159,6 +159,8 @@ public struct SwitchingPolicy: Sendable {
     private var badSince: Double?
     /// Since `badSince`: consecutive samples under half the rung's rate, and the best estimate.
     private var collapsedSamples = 0
+    /// Since `badSince`: consecutive samples under `shortfall` of the rung's rate.
+    private var shortSamples = 0
     private var bestWhileBad: Double?
     private var cleanSince: Double?
     private var currentUpHold = 6.0
@@ -353,6 +355,7 @@ public struct SwitchingPolicy: Sendable {
             if badSince == nil {
                 badSince = now
                 collapsedSamples = 0
+                shortSamples = 0
                 bestWhileBad = nil
             }
             // One sample can catch TCP in loss recovery or a reader's hiccup: a collapse is two in a
@@ -365,19 +368,20 @@ public struct SwitchingPolicy: Sendable {
             // worth, and a burst only raises it) well short of the rung's own rate cannot carry it:
             // every second spent deciding adds to the queue the next rung has to drain.
             let short = measured.map { $0 < Double(current.bitRate) * shortfall } ?? false
+            shortSamples = short ? shortSamples + 1 : 0
             let collapse = collapsedSamples >= 2 || short
             let persistent = now - badSince! >= downHold
             let best = bestWhileBad
             if level != lowest.level, collapse || persistent || lossBad || backlogBad {
-                // A backlog, loss or a collapse says the rung does not fit, whatever the estimate
-                // claims: the player moves at least a rung down. The best of the bad samples may
-                // be one a probe's queue inflated just before the link fell: a reader stepped from
-                // 1.3 Mbit/s to 650 kbit/s in a probe's last second had 1.11 Mbit/s as its best
-                // bad sample, which "carries" the 1.108 Mbit/s rung, and stayed on it for 4 s,
-                // reading 650 kbit/s, until its lag passed two seconds. Only an estimate within
-                // the hysteresis (under the rung's down threshold, over its rate) moves the player
-                // no further than it carries.
-                let overrun = backlogBad || lossBad || collapse
+                // A backlog, loss or a collapse that lasts says the rung does not fit, whatever
+                // the estimate claims: the player moves at least a rung down. The best of the bad
+                // samples may be one a probe's queue inflated just before the link fell: a reader
+                // stepped from 1.3 Mbit/s to 650 kbit/s in a probe's last second had 1.11 Mbit/s
+                // as its best bad sample, which "carries" the 1.108 Mbit/s rung, and stayed on it
+                // for 4 s, reading 650 kbit/s, until its lag passed two seconds. One short sample
+                // alone moves the player only as far as the best carries: right after a probe a
+                // reader's link once read 785 kbit/s for a moment on a 1.3 Mbit/s link.
+                let overrun = backlogBad || lossBad || collapsedSamples >= 2 || shortSamples >= 2
                 let target = overrun ? lower(best.map(highestCarried)) : (best.map(highestCarried) ?? lower(nil))
                 if target.level > level {
                     let why = lossBad ? "loss \(Int(sample.lossFraction * 100)) %"

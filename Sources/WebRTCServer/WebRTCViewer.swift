@@ -134,7 +134,17 @@ public final class WebRTCViewer: Sendable {
         if let peer { for output in outputs { service.send(output, to: peer) } }
         scheduleRetransmission()
         if connected { startMedia() }
-        if case let .failed(reason) = state.withLock({ $0.dtls.state }) { end(reason: reason) }
+        switch state.withLock({ $0.dtls.state }) {
+        case let .failed(reason):
+            end(reason: reason)
+        case .closed:
+            // A browser that closes its peer connection (a tab closed, `pc.close()`) says so with
+            // a close_notify, often without the WHEP DELETE: its media stops now, not after the
+            // 30 s of silence the session would otherwise wait for.
+            end(reason: "the viewer closed its DTLS session")
+        case .handshaking, .connected:
+            break
+        }
     }
 
     /// The handshake's flights are resent on OpenSSL's timer until the browser answers.

@@ -72,8 +72,9 @@ import TestSupport
         let root = fixturesDirectory.deletingLastPathComponent()
         let python = root.appendingPathComponent(".build/python/bin/python").path
         let script = root.appendingPathComponent("Tests/Peers/aiortc-whep-check.py").path
-        let check = try runProcess(python, [script, node.httpBase + "/whep/live/stream1_2", "40", "90", node.httpBase + "/v1/jobs/live/stream1"],
-                                   timeout: 120)
+        // It ends as a closing browser tab does: DTLS close_notify, no DELETE.
+        let check = try runProcess("env", ["WHEP_CLOSE_ONLY=1", python, script, node.httpBase + "/whep/live/stream1_2", "40", "90",
+                                           node.httpBase + "/v1/jobs/live/stream1"], timeout: 120)
         #expect(check.status == 0, "\(check.stdout.suffix(1500)) \(check.stderr.suffix(800))")
         let summary = try #require(check.stdout.split(separator: "\n").last.flatMap {
             try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
@@ -87,5 +88,12 @@ import TestSupport
         #expect(viewer?["adaptive"] as? Bool == true, "\(players)")
         #expect([2, 3].contains(viewer?["abrLevel"] as? Int ?? 0), "\(players)")
         #expect(node.log.contains("WebRTC viewer playing"))
+        // Its close_notify ends the session at once, not after the 30 s of silence.
+        #expect(node.waitFor(timeout: 5) {
+            let status = (try? node.http("GET", "/v1/jobs/live/stream1"))?.json as? [String: Any]
+            let players = status?["players"] as? [[String: Any]] ?? []
+            return !players.contains { $0["transport"] as? String == "webrtc" }
+        }, "the viewer that closed its peer connection still plays")
+        #expect(node.log.contains("the viewer closed its DTLS session"))
     }
 }

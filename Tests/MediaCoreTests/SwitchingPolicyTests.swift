@@ -215,8 +215,8 @@ import Testing
         #expect(hopeless.seconds < 2, "a probe that cannot succeed went on for \(hopeless.seconds) s")
     }
 
-    /// A link that collapses under the rung moves the player at least a rung down, even when an
-    /// earlier bad sample (one a probe's queue inflated) still nominally carried the rung.
+    /// A link that stays collapsed under the rung moves the player at least a rung down, even when
+    /// an earlier bad sample (one a probe's queue inflated) still nominally carried the rung.
     @Test func aCollapseMovesAtLeastARungDownWhateverTheBestBadSampleCarried() {
         var policy = SwitchingPolicy(rungs: Self.rungs, startingAt: 2)
         let rung = Self.rungs[1]
@@ -229,9 +229,11 @@ import Testing
         time += 0.5
         let inBand = (Double(rung.bitRate) + Double(rung.downswitchBelow)) / 2
         #expect(policy.observe(.init(time: time, estimate: inBand, backlogSeconds: 0.4)) == .stay)
-        // The link reads well under the rung now.
+        // The link reads well under the rung now: once may be a moment's reading; twice, it moves.
         time += 0.5
-        let decision = policy.observe(.init(time: time, estimate: Double(rung.bitRate) * 0.65, backlogSeconds: 0.7))
+        #expect(policy.observe(.init(time: time, estimate: Double(rung.bitRate) * 0.65, backlogSeconds: 0.6)) == .stay)
+        time += 0.5
+        let decision = policy.observe(.init(time: time, estimate: Double(rung.bitRate) * 0.65, backlogSeconds: 0.8))
         guard case .switchTo(3, _, _) = decision else {
             Issue.record("expected a move to level 3, got \(decision)")
             return

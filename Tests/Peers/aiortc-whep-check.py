@@ -6,10 +6,13 @@ Usage: aiortc-whep-check.py WHEP_URL [seconds] [min_frames] [status_url]
 
 With status_url, what that URL answers while the viewer still plays is printed as "nodeStatus".
 
+With WHEP_CLOSE_ONLY=1 in the environment it ends without the WHEP DELETE, closing only its
+peer connection (DTLS close_notify), as a browser tab that closes does.
+
 Prints one JSON line per second (frames decoded, picture size, audio frames) and a summary;
 exits 0 once min_frames pictures (default 60) and a second of audio were decoded, 1 otherwise.
 """
-import asyncio, json, sys, time, urllib.request
+import asyncio, json, os, sys, time, urllib.request
 
 from aiortc import RTCPeerConnection, RTCSessionDescription
 
@@ -73,7 +76,9 @@ async def main():
         except Exception as error:
             node_status = {"error": str(error)}
     print(json.dumps({"decoded": ok, "location": location, **counts, "nodeStatus": node_status}), flush=True)
-    if location:
+    # WHEP_CLOSE_ONLY=1: end as a browser tab that closes does, with the peer connection's DTLS
+    # close_notify and no DELETE.
+    if location and os.environ.get("WHEP_CLOSE_ONLY") != "1":
         base = url.split("/whep/")[0]
         try:
             urllib.request.urlopen(urllib.request.Request(base + location, method="DELETE"), timeout=5).read()
