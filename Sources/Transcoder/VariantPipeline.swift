@@ -116,7 +116,7 @@ final class VariantPipeline: @unchecked Sendable {
         self.output = output
         self.policy = policy
         if case .passthrough = work { isPassthrough = true } else { isPassthrough = false }
-        self.queue = EncoderThread(name: "abr.variant.\(variant.level)", priority: priority)
+        self.queue = EncoderThread(name: "abr.variant.\(variant.level)", priority: Self.queuePriority(for: work, encoders: priority))
         self.pictureSlots = DispatchSemaphore(value: max(1, inboxCapacity))
         self.audioSlots = DispatchSemaphore(value: Self.audioPacketsPerPicture * max(1, inboxCapacity))
         if case .encode = work, let sink = output.sink {
@@ -127,6 +127,18 @@ final class VariantPipeline: @unchecked Sendable {
             }
         }
     }
+
+    /// The scheduling of a pipeline's queue. A passed-through top encodes nothing: its queue only
+    /// muxes HLS and hands the source's pictures to its players, work that must not wait behind
+    /// the encoders (`EncoderPriority.background`, which lets the ingest and network threads
+    /// ahead of them), so it keeps the node's own.
+    static func queuePriority(for work: Work, encoders: EncoderPriority) -> EncoderPriority {
+        if case .passthrough = work { return .normal }
+        return encoders
+    }
+
+    /// Tests: runs `body` on the pipeline's queue, after what is already queued.
+    func runOnQueueForTesting(_ body: @escaping () -> Void) { queue.async(body) }
 
     /// A keyframe players switching to this rung asked for: forced on the first picture after
     /// this presentation time (seconds), unless the grid gives one first.

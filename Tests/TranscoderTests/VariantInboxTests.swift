@@ -1,6 +1,7 @@
 import FFmpegBridge
 import Foundation
 import MediaCore
+import Synchronization
 import Testing
 import TestSupport
 @testable import Transcoder
@@ -9,12 +10,34 @@ import TestSupport
 /// audio, which comes more often, has room of its own and does not count as lag.
 @Suite struct VariantInboxTests {
     /// A passed-through variant with room for two pictures, writing HLS into `directory`.
-    func passthroughPipeline(directory: URL) throws -> VariantPipeline {
+    func passthroughPipeline(directory: URL, priority: EncoderPriority = .normal) throws -> VariantPipeline {
         let video = try #require(try MediaInput(url: fixture("720p30-h264-aac.mp4")).bestVideoStream)
         let variant = Variant(streamGuid: "live/inbox_1", level: 1, width: 1280, height: 720, bitRate: 2_000_000)
         return VariantPipeline(variant: variant, work: .passthrough(try video.parameters.copy(), timeBase: video.timeBase),
                                output: VariantOutput(paths: .init(mp4: nil, hlsDirectory: directory), audio: nil, frameRate: 30, clock: .system),
-                               policy: .dropUntilKeyframe, inboxCapacity: 2)
+                               policy: .dropUntilKeyframe, inboxCapacity: 2, priority: priority)
+    }
+
+    /// A passed-through top encodes nothing: its queue (HLS, and its players' pictures) keeps the
+    /// node's own scheduling when the encoders run in the background; an encoded rung's does not.
+    @Test func aPassedThroughTopDoesNotRunAtTheEncodersBackgroundPriority() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("inbox-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let caller = try EncoderThreadTests.ownScheduling()
+        let pipeline = try passthroughPipeline(directory: directory, priority: .background)
+        let seen = Mutex<(nice: Int, policy: Int)?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        pipeline.runOnQueueForTesting {
+            seen.withLock { $0 = try? EncoderThreadTests.ownScheduling() }
+            done.signal()
+        }
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        let queue = try #require(seen.withLock { $0 })
+        #expect(queue.nice == caller.nice && queue.policy == caller.policy, "the top's queue runs at nice \(queue.nice), policy \(queue.policy)")
+        drain(pipeline)
+        let encoded = VariantPipeline.Work.encode(H264EncoderSettings(width: 640, height: 360, bitRate: 500_000, timeBase: Rational(1, 90000),
+                                                                      frameRate: Rational(30, 1), preset: "veryfast", profile: "high", threads: 1))
+        #expect(VariantPipeline.queuePriority(for: encoded, encoders: .background) == .background)
     }
 
     func picture(_ index: Int) throws -> Packet {
