@@ -17,9 +17,14 @@ import Testing
     static func schedulingOnWorker(_ priority: EncoderPriority) throws -> (nice: Int, policy: Int) {
         let worker = EncoderThread(name: "test.encoder", priority: priority)
         defer { worker.close() }
+        return try scheduling(on: worker.async)
+    }
+
+    /// The scheduling of the thread `run` runs a job on.
+    static func scheduling(on run: (@escaping () -> Void) -> Void) throws -> (nice: Int, policy: Int) {
         let seen = Mutex<(Int, Int)?>(nil)
         let done = DispatchSemaphore(value: 0)
-        worker.async {
+        run {
             seen.withLock { $0 = try? Self.ownScheduling() }
             done.signal()
         }

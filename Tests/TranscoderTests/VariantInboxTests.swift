@@ -1,7 +1,6 @@
 import FFmpegBridge
 import Foundation
 import MediaCore
-import Synchronization
 import Testing
 import TestSupport
 @testable import Transcoder
@@ -25,14 +24,7 @@ import TestSupport
         defer { try? FileManager.default.removeItem(at: directory) }
         let caller = try EncoderThreadTests.ownScheduling()
         let pipeline = try passthroughPipeline(directory: directory, priority: .background)
-        let seen = Mutex<(nice: Int, policy: Int)?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        pipeline.runOnQueueForTesting {
-            seen.withLock { $0 = try? EncoderThreadTests.ownScheduling() }
-            done.signal()
-        }
-        #expect(done.wait(timeout: .now() + 10) == .success)
-        let queue = try #require(seen.withLock { $0 })
+        let queue = try EncoderThreadTests.scheduling(on: pipeline.runOnQueueForTesting)
         #expect(queue.nice == caller.nice && queue.policy == caller.policy, "the top's queue runs at nice \(queue.nice), policy \(queue.policy)")
         drain(pipeline)
         let encoded = VariantPipeline.Work.encode(H264EncoderSettings(width: 640, height: 360, bitRate: 500_000, timeBase: Rational(1, 90000),
