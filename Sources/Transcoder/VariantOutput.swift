@@ -7,7 +7,7 @@ import MediaCore
 /// the first video packet, because a passed-through stream may only reveal its parameter sets
 /// in-band, and counts what it writes.
 ///
-/// Confined to the variant's queue.
+/// Confined to one thread: the variant's output queue when it has one, else its queue.
 final class VariantOutput {
     struct Paths {
         /// nil for live jobs, which have no end to write a file for.

@@ -9,10 +9,11 @@ import Synchronization
 /// or, for a passed-through top, package the source's own packets.
 ///
 /// Thread affinity: `submit` and `finish` are called from the ingest thread only; everything
-/// they enqueue runs on `queue`, which alone touches the scaler, encoder and outputs.
+/// they enqueue runs on `queue`, which alone touches the scaler and encoder. The outputs (HLS,
+/// MP4, the players' stream) are touched by `outputQueue` when the rung has one, else by `queue`.
 final class VariantPipeline: @unchecked Sendable {
-    // @unchecked: mutable state is either confined to `queue` (codec objects, outputs),
-    // confined to the ingest thread (`awaitingKeyframe`), or inside `state` (a Mutex).
+    // @unchecked: mutable state is either confined to `queue` (codec objects), to the output
+    // queue (`output`), to the ingest thread (`awaitingKeyframe`), or inside `state` (a Mutex).
 
     enum Work {
         case encode(H264EncoderSettings)
@@ -70,6 +71,17 @@ final class VariantPipeline: @unchecked Sendable {
     let variant: Variant
     let isPassthrough: Bool
     private let queue: EncoderThread
+    /// An encoded rung whose encoder runs behind the node's own threads (`EncoderPriority
+    /// .background`) hands each packet to this thread, at the node's own scheduling, to be muxed
+    /// into HLS and sent to its players: that work must not wait behind the encoders, as the
+    /// ingest and the network's event loops do not. nil: the rung's `queue` does it (a
+    /// passed-through top, which encodes nothing, or encoders at the node's own priority).
+    private let outputQueue: EncoderThread?
+    /// Output jobs handed over and not yet done, bounded (about two seconds of pictures): an
+    /// output that falls behind (a stalled disk) holds the encoder, whose inbox then drops, so
+    /// memory stays flat.
+    private let outputSlots = DispatchSemaphore(value: VariantPipeline.outputJobsInFlight)
+    static let outputJobsInFlight = 64
     /// The inbox's bound in pictures (decoded frames or passed-through packets): what memory and
     /// lag are measured in.
     private let pictureSlots: DispatchSemaphore
@@ -116,7 +128,9 @@ final class VariantPipeline: @unchecked Sendable {
         self.output = output
         self.policy = policy
         if case .passthrough = work { isPassthrough = true } else { isPassthrough = false }
-        self.queue = EncoderThread(name: "abr.variant.\(variant.level)", priority: Self.queuePriority(for: work, encoders: priority))
+        let queuePriority = Self.queuePriority(for: work, encoders: priority)
+        self.queue = EncoderThread(name: "abr.variant.\(variant.level)", priority: queuePriority)
+        outputQueue = queuePriority == .normal ? nil : EncoderThread(name: "abr.output.\(variant.level)", priority: .normal)
         self.pictureSlots = DispatchSemaphore(value: max(1, inboxCapacity))
         self.audioSlots = DispatchSemaphore(value: Self.audioPacketsPerPicture * max(1, inboxCapacity))
         if case .encode = work, let sink = output.sink {
@@ -172,6 +186,26 @@ final class VariantPipeline: @unchecked Sendable {
 
     deinit {
         queue.close()
+        outputQueue?.close()
+    }
+
+    /// Runs `write` (work on `output`) on the output queue, in order, or here when the rung has
+    /// none. A failure there stops the rung as one here does.
+    private func deliver(_ write: @escaping () throws -> Void) throws {
+        guard let outputQueue else { return try write() }
+        outputSlots.wait()
+        outputQueue.async { [self] in
+            defer { outputSlots.signal() }
+            guard state.withLock({ $0.failure == nil }) else { return }
+            let cpuStarted = CPUClock.thread()
+            do {
+                try write()
+            } catch {
+                state.withLock { $0.failure = "variant \(variant.streamGuid): \(error)" }
+            }
+            let cpu = CPUClock.thread() - cpuStarted
+            state.withLock { $0.cpuSeconds += cpu }
+        }
     }
 
     var statistics: Statistics { state.withLock { $0 } }
@@ -259,36 +293,49 @@ final class VariantPipeline: @unchecked Sendable {
             guard perform(input) else { return }
             let elapsed = clock.seconds(since: started)
             let cpu = CPUClock.thread() - cpuStarted
-            let framesOut = output.frames
-            let meter = output.meter
-            let segments = meter.segments.count
-            // A live meter keeps a window of segments, so a new segment shows in the byte total.
-            let changed = state.withLock { $0.measuredBytes != meter.totalBytes }
-            // The peak is re-measured only when a segment was added: it walks the retained segments.
-            let peak = changed ? meter.peakBitRate(targetDuration: Double(meter.targetDuration)) : nil
-            let codecs = output.codecs
-            let failedWrites = output.failedWrites
-            // Percentiles sort a thousand samples: twice a second at 30 fps is plenty.
-            let latency = framesOut % 15 == 0 ? output.latency.percentiles : nil
-            let quality = framesOut % 15 == 0 ? qualityProbe?.accumulator.summary : nil
+            // The quality probe is this queue's; a summary twice a second at 30 fps is plenty.
+            jobsSinceQuality += 1
+            let quality = jobsSinceQuality % 15 == 0 ? qualityProbe?.accumulator.summary : nil
             let qualityCPU = qualityProbe?.cpuSeconds ?? 0
             state.withLock {
-                if let latency {
-                    $0.latencyP50 = latency.p50
-                    $0.latencyP99 = latency.p99
-                }
                 if let quality { $0.quality = quality }
                 $0.qualityCPUSeconds = qualityCPU
                 $0.cpuSeconds += cpu
                 $0.busySeconds += elapsed
-                $0.framesOut = framesOut
-                $0.averageBitRate = meter.averageBitRate
-                $0.segments = segments
-                $0.measuredBytes = meter.totalBytes
-                $0.codecs = codecs
-                $0.segmentWriteFailures = failedWrites
-                if let peak { $0.peakBitRate = peak }
             }
+            // What the outputs wrote, read where they are written.
+            try? deliver { [self] in recordOutputStatistics() }
+        }
+    }
+
+    /// Queue-confined: jobs run since the pipeline started, to space the quality summaries.
+    private var jobsSinceQuality = 0
+
+    /// Copies what the outputs measured into the statistics (where the outputs are written).
+    private func recordOutputStatistics() {
+        let framesOut = output.frames
+        let meter = output.meter
+        let segments = meter.segments.count
+        // A live meter keeps a window of segments, so a new segment shows in the byte total.
+        let changed = state.withLock { $0.measuredBytes != meter.totalBytes }
+        // The peak is re-measured only when a segment was added: it walks the retained segments.
+        let peak = changed ? meter.peakBitRate(targetDuration: Double(meter.targetDuration)) : nil
+        let codecs = output.codecs
+        let failedWrites = output.failedWrites
+        // Percentiles sort a thousand samples: twice a second at 30 fps is plenty.
+        let latency = framesOut % 15 == 0 ? output.latency.percentiles : nil
+        state.withLock {
+            if let latency {
+                $0.latencyP50 = latency.p50
+                $0.latencyP99 = latency.p99
+            }
+            $0.framesOut = framesOut
+            $0.averageBitRate = meter.averageBitRate
+            $0.segments = segments
+            $0.measuredBytes = meter.totalBytes
+            $0.codecs = codecs
+            $0.segmentWriteFailures = failedWrites
+            if let peak { $0.peakBitRate = peak }
         }
     }
 
@@ -313,11 +360,13 @@ final class VariantPipeline: @unchecked Sendable {
         return true
     }
 
-    /// Flushes the encoder and closes the outputs; `group` is left when done.
+    /// Flushes the encoder and closes the outputs; `group` is left when done (the output queue's
+    /// last job included).
     func finish(group: DispatchGroup) {
         group.enter()
         queue.async { [self] in
-            defer { group.leave() }
+            var handedOver = false
+            defer { if !handedOver { group.leave() } }
             guard state.withLock({ $0.failure == nil }) else { return }
             let cpuStarted = CPUClock.thread()
             do {
@@ -326,18 +375,35 @@ final class VariantPipeline: @unchecked Sendable {
                     try drainEncoder(encoder)
                 }
                 try qualityProbe?.finish()
-                try output.finish()
-                let framesOut = output.frames
                 let quality = qualityProbe?.accumulator.summary
                 let qualityCPU = qualityProbe?.cpuSeconds ?? 0
                 let qualitySamples = qualityProbe?.samples ?? []
                 let cpu = CPUClock.thread() - cpuStarted
                 state.withLock {
-                    $0.framesOut = framesOut
                     $0.quality = quality
                     $0.qualitySamples = qualitySamples
                     $0.qualityCPUSeconds = qualityCPU
                     $0.cpuSeconds += cpu
+                }
+                let closeOutputs = { [self] in
+                    do {
+                        try output.finish()
+                        let framesOut = output.frames
+                        state.withLock { $0.framesOut = framesOut }
+                    } catch {
+                        state.withLock { $0.failure = "variant \(variant.streamGuid): \(error)" }
+                    }
+                }
+                if let outputQueue {
+                    // After every packet handed over: the output queue runs its jobs in order.
+                    handedOver = true
+                    outputQueue.async {
+                        defer { group.leave() }
+                        guard self.state.withLock({ $0.failure == nil }) else { return }
+                        closeOutputs()
+                    }
+                } else {
+                    closeOutputs()
                 }
             } catch {
                 state.withLock { $0.failure = "variant \(variant.streamGuid): \(error)" }
@@ -380,11 +446,11 @@ final class VariantPipeline: @unchecked Sendable {
             }
             try output.writeVideo(packet, startsSegment: decision.startsSegment)
         case let .audio(packet):
-            try output.writeAudio(packet)
+            try deliver { [self] in try output.writeAudio(packet) }
         case let .decodeOffset(offset):
             decodeOffset = offset
         case .pause:
-            try output.markDiscontinuity(at: output.endTime)
+            try deliver { [self] in try output.markDiscontinuity(at: output.endTime) }
         case let .changeFormat(parameters, timeBase, time):
             guard case .passthrough = work, output.isOpen else { return }
             try output.changeFormat(video: parameters, timeBase: timeBase, at: time)
@@ -394,7 +460,8 @@ final class VariantPipeline: @unchecked Sendable {
     private func makeEncoder(_ settings: H264EncoderSettings) throws -> H264Encoder {
         let encoder = try H264Encoder(settings: settings)
         self.encoder = encoder
-        try output.open(video: try encoder.parameters(), timeBase: settings.timeBase)
+        let parameters = try encoder.parameters()
+        try deliver { [self] in try output.open(video: parameters, timeBase: settings.timeBase) }
         return encoder
     }
 
@@ -404,7 +471,7 @@ final class VariantPipeline: @unchecked Sendable {
             try qualityProbe?.encodedPacket(packet) { () throws(FFmpegError) in try encoder.parameters() }
             let startsSegment = pendingSegmentStarts.remove(packet.pts) != nil
             if decodeOffset > 0, packet.pts != noTimestamp { packet.dts = packet.pts &- decodeOffset }
-            try output.writeVideo(packet, startsSegment: startsSegment)
+            try deliver { [self] in try output.writeVideo(packet, startsSegment: startsSegment) }
         }
     }
 }

@@ -1,6 +1,7 @@
 import FFmpegBridge
 import Foundation
 import MediaCore
+import Synchronization
 import Testing
 import TestSupport
 @testable import Transcoder
@@ -30,6 +31,55 @@ import TestSupport
         let encoded = VariantPipeline.Work.encode(H264EncoderSettings(width: 640, height: 360, bitRate: 500_000, timeBase: Rational(1, 90000),
                                                                       frameRate: Rational(30, 1), preset: "veryfast", profile: "high", threads: 1))
         #expect(VariantPipeline.queuePriority(for: encoded, encoders: .background) == .background)
+    }
+
+    /// Records the scheduling of the thread each picture reaches the players' stream on.
+    final class SchedulingSink: MediaSink, @unchecked Sendable {
+        // @unchecked: `seen` is a Mutex.
+        let seen = Mutex<[(nice: Int, policy: Int)]>([])
+        func setFormats(video: VideoFormat?, audio: AudioFormat?) {}
+        func writeVideo(_ nalUnits: [[UInt8]], time: MediaTime, isKeyframe: Bool) {
+            if let scheduling = try? EncoderThreadTests.ownScheduling() { seen.withLock { $0.append(scheduling) } }
+        }
+        func writeAudio(_ frame: [UInt8], time: MediaTime) {}
+        func end(reason: String) {}
+    }
+
+    /// An encoded rung whose encoder runs in the background hands its pictures to the players
+    /// (and HLS) on a thread at the node's own scheduling, in order, every one of them.
+    @Test func anEncodedRungHandsItsPicturesToPlayersOffTheEncodersPriority() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("inbox-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let caller = try EncoderThreadTests.ownScheduling()
+        let input = try MediaInput(url: fixture("720p30-h264-aac.mp4"))
+        let video = try #require(input.bestVideoStream)
+        let decoder = try VideoDecoder(stream: video, threads: 1)
+        let sink = SchedulingSink()
+        let variant = Variant(streamGuid: "live/inbox_2", level: 2, width: 320, height: 180, bitRate: 200_000)
+        let settings = H264EncoderSettings(width: 320, height: 180, bitRate: 200_000, timeBase: video.timeBase, frameRate: Rational(30, 1),
+                                           preset: "ultrafast", profile: "high", threads: 1)
+        let pipeline = VariantPipeline(variant: variant, work: .encode(settings),
+                                       output: VariantOutput(paths: .init(mp4: nil, hlsDirectory: directory, hlsWindow: 6, sink: sink),
+                                                             audio: nil, frameRate: 30, clock: .system),
+                                       policy: .block, inboxCapacity: 4, priority: .background)
+        var submitted = 0
+        while submitted < 45, case let .packet(packet) = try input.read() {
+            guard packet.streamIndex == video.index else { continue }
+            try decoder.send(packet)
+            while submitted < 45 {
+                let frame = try Frame()
+                guard case .frame = try decoder.receive(into: frame) else { break }
+                pipeline.submit(.frame(frame, KeyframeGrid.Decision(isKeyframe: submitted % 30 == 0, startsSegment: submitted % 30 == 0)))
+                submitted += 1
+            }
+        }
+        drain(pipeline)
+        #expect(submitted == 45)
+        #expect(pipeline.statistics.failure == nil)
+        let seen = sink.seen.withLock { $0 }
+        #expect(seen.count == submitted, "\(seen.count) of \(submitted) pictures reached the sink")
+        #expect(seen.allSatisfy { $0.nice == caller.nice && $0.policy == caller.policy }, "\(Set(seen.map { "\($0.nice)/\($0.policy)" }))")
+        #expect(pipeline.statistics.framesOut == submitted)
     }
 
     func picture(_ index: Int) throws -> Packet {
