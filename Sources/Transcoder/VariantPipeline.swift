@@ -189,23 +189,36 @@ final class VariantPipeline: @unchecked Sendable {
         outputQueue?.close()
     }
 
-    /// Runs `write` (work on `output`) on the output queue, in order, or here when the rung has
-    /// none. A failure there stops the rung as one here does.
-    private func deliver(_ write: @escaping () throws -> Void) throws {
-        guard let outputQueue else { return try write() }
+    /// Runs `write` (work on `output`) on the output queue, in order, then records what the
+    /// outputs measured; or here when the rung has none. A failure there stops the rung as one
+    /// here does. `then` runs after it in either case, failed or not.
+    private func deliver(_ write: @escaping () throws -> Void, then: (() -> Void)? = nil) throws {
+        guard let outputQueue else {
+            defer { then?() }
+            return try write()
+        }
         outputSlots.wait()
         outputQueue.async { [self] in
-            defer { outputSlots.signal() }
+            defer {
+                outputSlots.signal()
+                then?()
+            }
             guard state.withLock({ $0.failure == nil }) else { return }
             let cpuStarted = CPUClock.thread()
             do {
                 try write()
+                recordOutputStatistics()
             } catch {
-                state.withLock { $0.failure = "variant \(variant.streamGuid): \(error)" }
+                recordFailure(error)
             }
             let cpu = CPUClock.thread() - cpuStarted
             state.withLock { $0.cpuSeconds += cpu }
         }
+    }
+
+    /// The rung's first failure is kept; it stops the rung.
+    private func recordFailure(_ error: any Error) {
+        state.withLock { $0.failure = "variant \(variant.streamGuid): \(error)" }
     }
 
     var statistics: Statistics { state.withLock { $0 } }
@@ -303,8 +316,8 @@ final class VariantPipeline: @unchecked Sendable {
                 $0.cpuSeconds += cpu
                 $0.busySeconds += elapsed
             }
-            // What the outputs wrote, read where they are written.
-            try? deliver { [self] in recordOutputStatistics() }
+            // With an output queue, each of its jobs records what the outputs wrote, there.
+            if outputQueue == nil { recordOutputStatistics() }
         }
     }
 
@@ -355,7 +368,7 @@ final class VariantPipeline: @unchecked Sendable {
         do {
             try process(input)
         } catch {
-            state.withLock { $0.failure = "variant \(variant.streamGuid): \(error)" }
+            recordFailure(error)
         }
         return true
     }
@@ -365,8 +378,7 @@ final class VariantPipeline: @unchecked Sendable {
     func finish(group: DispatchGroup) {
         group.enter()
         queue.async { [self] in
-            var handedOver = false
-            defer { if !handedOver { group.leave() } }
+            defer { group.leave() }
             guard state.withLock({ $0.failure == nil }) else { return }
             let cpuStarted = CPUClock.thread()
             do {
@@ -385,28 +397,16 @@ final class VariantPipeline: @unchecked Sendable {
                     $0.qualityCPUSeconds = qualityCPU
                     $0.cpuSeconds += cpu
                 }
-                let closeOutputs = { [self] in
-                    do {
-                        try output.finish()
-                        let framesOut = output.frames
-                        state.withLock { $0.framesOut = framesOut }
-                    } catch {
-                        state.withLock { $0.failure = "variant \(variant.streamGuid): \(error)" }
-                    }
-                }
-                if let outputQueue {
-                    // After every packet handed over: the output queue runs its jobs in order.
-                    handedOver = true
-                    outputQueue.async {
-                        defer { group.leave() }
-                        guard self.state.withLock({ $0.failure == nil }) else { return }
-                        closeOutputs()
-                    }
-                } else {
-                    closeOutputs()
-                }
+                // After every packet handed over (the output queue runs its jobs in order); the
+                // group is left once the outputs are closed.
+                group.enter()
+                try deliver({ [self] in
+                    try output.finish()
+                    let framesOut = output.frames
+                    state.withLock { $0.framesOut = framesOut }
+                }, then: { group.leave() })
             } catch {
-                state.withLock { $0.failure = "variant \(variant.streamGuid): \(error)" }
+                recordFailure(error)
             }
         }
     }
