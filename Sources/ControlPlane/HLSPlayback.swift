@@ -33,7 +33,7 @@ extension HTTPAPI {
         let file = path.dropFirst(ladder.streamGuid.count + 1)
         let folder = file.split(separator: "/").first.map(String.init) ?? ""
         // A variant's files: the token may be for that variant or the ladder; the ladder's own files need the ladder's.
-        let streamPath = ladder.variants.first { $0.streamGuid.split(separator: "/").last.map(String.init) == folder && file.contains("/") }?.streamGuid
+        let streamPath = ladder.variants.first { $0.streamGuid.split(separator: "/").last.map(String.init) == folder && file.utf8.contains(UInt8(ascii: "/")) }?.streamGuid
             ?? ladder.streamGuid
         let token = request.uri.queryParameters.get("token")
         let address = context.clientAddress

@@ -257,7 +257,9 @@ public enum HTTPAPI {
             let raw = request.uri.path
             guard raw.hasPrefix(prefix) else { return error(.notFound, "no such HLS file") }
             // Access first: a signed ladder says nothing, not even which files exist, without a token.
-            let access = hlsAccess(plane, path: String(raw.dropFirst(prefix.count)).removingPercentEncoding ?? "", request: request, context: context)
+            let encoded = raw.dropFirst(prefix.count)
+            let path = encoded.utf8.contains(UInt8(ascii: "%")) ? String(encoded).removingPercentEncoding ?? "" : String(encoded)
+            let access = hlsAccess(plane, path: path, request: request, context: context)
             if case let .refused(response) = access { return response }
             if let answer = await lowLatencyHLS(plane, rawPath: raw.dropFirst(prefix.count), request: request, access: access) { return answer }
             guard let file = plane.hlsFiles.resolve(rawPath: raw.dropFirst(prefix.count)), let data = try? Data(contentsOf: file.url) else { return error(.notFound, "no such HLS file") }

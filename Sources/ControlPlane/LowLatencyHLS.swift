@@ -9,13 +9,15 @@ import Transcoder
 /// (`_HLS_skip`), and the hinted next part held until it is written. A waiting request holds a
 /// connection and a suspended task, never a thread.
 extension HTTPAPI {
+    private static let playlistContentType = HLSFiles.contentTypes["m3u8"]!
+
     /// The answer, or nil when the request is an ordinary one (a file as it is on disk).
     static func lowLatencyHLS(_ plane: ControlPlane, rawPath: Substring, request: Request, access: HLSAccess) async -> Response? {
         let name = rawPath.split(separator: "/").last.map(String.init) ?? ""
         if name == HLSLayout.mediaPlaylist {
-            guard let file = plane.hlsFiles.resolve(rawPath: rawPath) else { return nil }
-            let key = file.url.standardizedFileURL.path
-            guard let latest = plane.livePlaylists.snapshot(key), let lowLatency = latest.playlist.lowLatency else { return nil }
+            // A live rung's playlist is in memory under its path; nothing on disk needs looking at.
+            guard let key = plane.hlsFiles.livePath(rawPath: rawPath), let latest = plane.livePlaylists.snapshot(key),
+                  let lowLatency = latest.playlist.lowLatency else { return nil }
             let query = request.uri.queryParameters
             let directives: HLSDeliveryDirectives
             do {
@@ -35,13 +37,13 @@ extension HTTPAPI {
             // a CDN may keep the answer (one origin request for all its players). A plain reload
             // must come back here.
             let caching = directives.blocks ? "public, max-age=\(max(1, Int(6 * lowLatency.partTarget)))" : "no-cache"
-            return Response(status: .ok, headers: [.contentType: file.contentType, .cacheControl: caching], body: .init(byteBuffer: ByteBuffer(string: text)))
+            return Response(status: .ok, headers: [.contentType: playlistContentType, .cacheControl: caching], body: .init(byteBuffer: ByteBuffer(string: text)))
         }
-        // The hinted part, asked for before it is written: held until it is.
-        guard HLSLayout.isPartialSegment(name), plane.hlsFiles.resolve(rawPath: rawPath) == nil,
-              let playlist = plane.hlsFiles.resolve(rawPath: rawPath.dropLast(name.utf8.count) + HLSLayout.mediaPlaylist) else { return nil }
-        let key = playlist.url.standardizedFileURL.path
-        guard let latest = plane.livePlaylists.snapshot(key), latest.playlist.lowLatency?.preloadHint == name else { return nil }
+        // The hinted part, asked for before it is written: held until it is. Any other part is a file.
+        guard HLSLayout.isPartialSegment(name),
+              let key = plane.hlsFiles.livePath(rawPath: rawPath.dropLast(name.utf8.count) + HLSLayout.mediaPlaylist),
+              let latest = plane.livePlaylists.snapshot(key), latest.playlist.lowLatency?.preloadHint == name,
+              plane.hlsFiles.resolve(rawPath: rawPath) == nil else { return nil }
         let limit = Duration.milliseconds(Int64(3000 * latest.playlist.targetDuration))
         guard await plane.livePlaylists.wait(path: key, timeout: limit, until: { $0.partNames.contains(name) }) != nil,
               let file = plane.hlsFiles.resolve(rawPath: rawPath), let data = try? Data(contentsOf: file.url) else {

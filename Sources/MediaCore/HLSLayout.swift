@@ -41,10 +41,10 @@ public struct HLSLayout: Sendable, Equatable {
     /// The init segment a variant's playlist maps: `init.mp4` first, `init_N.mp4` after.
     public static func initSegment(_ index: Int) -> String { index == 0 ? "init.mp4" : "init_\(index).mp4" }
 
-    public static func mediaSegment(_ index: Int) -> String { String(format: "segment_%05d.m4s", index) }
+    public static func mediaSegment(_ index: Int) -> String { "segment_" + DecimalText.padded(index, width: 5) + ".m4s" }
 
     /// A Low-Latency HLS part of segment `index`: `part_00042_3.m4s`.
-    public static func partialSegment(_ index: Int, part: Int) -> String { String(format: "part_%05d_%d.m4s", index, part) }
+    public static func partialSegment(_ index: Int, part: Int) -> String { "part_" + DecimalText.padded(index, width: 5) + "_\(part).m4s" }
 
     /// Whether `name` is a part's file (`part_00042_3.m4s`), which a request may ask for before it exists.
     public static func isPartialSegment(_ name: String) -> Bool { partialSegmentIndex(name) != nil }

@@ -169,7 +169,7 @@ public struct HLSMediaPlaylist: Sendable, Hashable {
             if lowLatency != nil, endsBeforeEnd[index] < partsWithin {
                 for part in segment.parts { lines.append(Self.partLine(part)) }
             }
-            lines.append("#EXTINF:\(String(format: "%.5f", segment.duration)),")
+            lines.append("#EXTINF:\(DecimalText.fixed(segment.duration, places: 5)),")
             lines.append(segment.uri)
         }
         if let lowLatency {
@@ -184,12 +184,12 @@ public struct HLSMediaPlaylist: Sendable, Hashable {
     }
 
     private static func partLine(_ part: Part) -> String {
-        "#EXT-X-PART:DURATION=\(String(format: "%.5f", part.duration)),URI=\"\(part.uri)\"" + (part.independent ? ",INDEPENDENT=YES" : "")
+        "#EXT-X-PART:DURATION=\(DecimalText.fixed(part.duration, places: 5)),URI=\"\(part.uri)\"" + (part.independent ? ",INDEPENDENT=YES" : "")
     }
 
     /// Up to five decimals, no trailing zeros: attribute values players compare.
     static func decimal(_ value: Double) -> String {
-        var text = String(format: "%.5f", value)
+        var text = DecimalText.fixed(value, places: 5)
         while text.hasSuffix("0") { text.removeLast() }
         if text.hasSuffix(".") { text.removeLast() }
         return text

@@ -33,6 +33,12 @@ public struct HLSPlaylistContinuation: Sendable, Equatable {
                       let end = line[line.index(after: start)...].firstIndex(of: "\"") {
                 let name = String(line[line.index(after: start)..<end])
                 if let index = HLSLayout.initSegmentIndex(name) { highestInit = max(highestInit, index) }
+            } else if line.hasPrefix("#EXT-X-PRELOAD-HINT:"), let range = line.range(of: "URI=\""),
+                      let end = line[range.upperBound...].firstIndex(of: "\""),
+                      let index = HLSLayout.partialSegmentIndex(String(line[range.upperBound..<end])) {
+                // The file on disk follows whole segments: the parts of the segment open at a
+                // stop may have been served (and cached) under this segment's number since.
+                highestSegment = max(highestSegment, index)
             } else if line.hasPrefix("#EXT-X-PART:"), let range = line.range(of: "URI=\""),
                       let end = line[range.upperBound...].firstIndex(of: "\"") {
                 // A Low-Latency playlist's parts are files of their own, stale with their segments.

@@ -3,7 +3,8 @@ import Synchronization
 /// Where a live rung's Low-Latency HLS playlist is, between the thread that writes its parts and
 /// the HTTP requests that wait for them (blocking playlist reload, preload hints). Each rung's
 /// writer publishes its playlist after every part; a request for a part or playlist that does
-/// not exist yet waits here, without a thread, until one does or its time runs out.
+/// not exist yet waits here, without a thread or a task of its own, until one does or its time
+/// runs out.
 ///
 /// A published playlist is rendered once, full and as a delta update, with the rendition reports
 /// of the other rungs in the same ladder folder: every player waiting on it gets the same text.
@@ -40,6 +41,7 @@ public final class LivePlaylists: Sendable {
 
     private struct Waiter {
         var path: String
+        var deadline: ContinuousClock.Instant
         var ready: @Sendable (Snapshot) -> Bool
         var continuation: CheckedContinuation<Snapshot?, Never>
     }
@@ -48,9 +50,14 @@ public final class LivePlaylists: Sendable {
         var snapshots: [String: Snapshot] = [:]
         var waiters: [Int: Waiter] = [:]
         var nextWaiter = 0
-        /// Waits whose time ran out before they were registered.
-        var expired: Set<Int> = []
+        /// Whether the task that ends overdue waits is running (it runs while anyone waits).
+        var sweeping = false
     }
+
+    /// How often overdue waits are ended: one task for every waiter, where a timer task each
+    /// cost more than the rest of a blocked reload (hundreds of them a second). A wait so ends up
+    /// to this much after its time, against limits of seconds.
+    static let sweepInterval = Duration.milliseconds(100)
 
     private let state = Mutex(State())
 
@@ -97,34 +104,37 @@ public final class LivePlaylists: Sendable {
     /// The rung's playlist once `ready` holds for it, or nil after `timeout` (or when the rung is gone).
     public func wait(path: String, timeout: Duration, until ready: @escaping @Sendable (Snapshot) -> Bool) async -> Snapshot? {
         if let now = snapshot(path), ready(now) { return now }
-        let id = state.withLock { state -> Int in
-            state.nextWaiter += 1
-            return state.nextWaiter
-        }
-        let expiry = Task {
-            try? await Task.sleep(for: timeout)
-            let waiter = state.withLock { state -> Waiter? in
-                guard let waiter = state.waiters.removeValue(forKey: id) else {
-                    state.expired.insert(id)
-                    return nil
-                }
-                return waiter
-            }
-            waiter?.continuation.resume(returning: nil)
-        }
-        defer {
-            expiry.cancel()
-            state.withLock { _ = $0.expired.remove(id) }
-        }
+        let deadline = ContinuousClock.now + timeout
         return await withCheckedContinuation { continuation in
-            // Published between the first look and now, gone, or out of time: no need to wait.
-            let (waits, answer): (Bool, Snapshot?) = state.withLock { state in
-                if let now = state.snapshots[path], ready(now) { return (false, now) }
-                guard state.snapshots[path] != nil, !state.expired.contains(id) else { return (false, nil) }
-                state.waiters[id] = Waiter(path: path, ready: ready, continuation: continuation)
-                return (true, nil)
+            // Published between the first look and now, or gone: no need to wait.
+            let (waits, answer, startsSweeping): (Bool, Snapshot?, Bool) = state.withLock { state in
+                if let now = state.snapshots[path], ready(now) { return (false, now, false) }
+                guard state.snapshots[path] != nil else { return (false, nil, false) }
+                state.nextWaiter += 1
+                state.waiters[state.nextWaiter] = Waiter(path: path, deadline: deadline, ready: ready, continuation: continuation)
+                defer { state.sweeping = true }
+                return (true, nil, !state.sweeping)
             }
             if !waits { continuation.resume(returning: answer) }
+            if startsSweeping { sweepOverdueWaits() }
+        }
+    }
+
+    /// Ends the waits whose time is up, every `sweepInterval`, until no one waits.
+    private func sweepOverdueWaits() {
+        Task {
+            while true {
+                try? await Task.sleep(for: Self.sweepInterval)
+                let (overdue, goesOn): ([CheckedContinuation<Snapshot?, Never>], Bool) = state.withLock { state in
+                    let now = ContinuousClock.now
+                    let ids = state.waiters.compactMap { $0.value.deadline <= now ? $0.key : nil }
+                    let overdue = ids.compactMap { state.waiters.removeValue(forKey: $0)?.continuation }
+                    state.sweeping = !state.waiters.isEmpty
+                    return (overdue, state.sweeping)
+                }
+                for continuation in overdue { continuation.resume(returning: nil) }
+                if !goesOn { return }
+            }
         }
     }
 

@@ -24,20 +24,19 @@ public struct HLSFiles: Sendable {
 
     public let root: URL
 
+    /// `root`'s path without a trailing slash, computed once.
+    private let rootPath: String
+
     public init(root: URL) {
         self.root = root.standardizedFileURL
+        let path = self.root.path
+        rootPath = path.hasSuffix("/") ? String(path.dropLast()) : path
     }
 
     /// - Parameter rawPath: the request path after `/hls/`, still percent-encoded.
     public func resolve(rawPath: Substring) -> File? {
-        let encoded = rawPath.split(separator: "/", omittingEmptySubsequences: false)
-        guard !encoded.isEmpty, encoded.count <= 8 else { return nil }
-        var components: [String] = []
-        for part in encoded {
-            guard let decoded = String(part).removingPercentEncoding, isPlainName(decoded) else { return nil }
-            components.append(decoded)
-        }
-        guard let type = Self.contentTypes[(components.last! as NSString).pathExtension.lowercased()] else { return nil }
+        guard let components = components(rawPath: rawPath),
+              let type = Self.contentTypes[(components.last! as NSString).pathExtension.lowercased()] else { return nil }
         var url = root
         var status = stat()
         guard lstat(url.path, &status) == 0, status.st_mode & S_IFMT == S_IFDIR else { return nil }
@@ -52,8 +51,35 @@ public struct HLSFiles: Sendable {
                     cacheControl: type == Self.contentTypes["m3u8"] || type == Self.contentTypes["json"] ? "no-cache" : "max-age=3600")
     }
 
+    /// The absolute path a request names, decoded and checked as `resolve` does, without looking
+    /// at the file system: the same string as `resolve(rawPath:)?.url.standardizedFileURL.path`
+    /// when that file exists. Only for finding what the node itself published under that path
+    /// (a live playlist, held in memory); a file to open goes through `resolve`. Blocking
+    /// playlist reloads arrive by the hundred a second, and `resolve`'s walk, one `lstat` per
+    /// folder, was most of their cost.
+    public func livePath(rawPath: Substring) -> String? {
+        guard let components = components(rawPath: rawPath) else { return nil }
+        return rootPath + "/" + components.joined(separator: "/")
+    }
+
+
+    /// The path's names, percent-decoded, or nil if any is not a plain file or folder name.
+    private func components(rawPath: Substring) -> [String]? {
+        let encoded = rawPath.split(separator: "/", omittingEmptySubsequences: false)
+        guard !encoded.isEmpty, encoded.count <= 8 else { return nil }
+        var components: [String] = []
+        for part in encoded {
+            // Most names have nothing encoded, and Foundation's decoding is the slow part of this.
+            guard let decoded = part.utf8.contains(UInt8(ascii: "%")) ? String(part).removingPercentEncoding : String(part),
+                  isPlainName(decoded) else { return nil }
+            components.append(decoded)
+        }
+        return components
+    }
+
     private func isPlainName(_ name: String) -> Bool {
+        // Byte by byte: `String.contains(String)` is Foundation's search, and this runs per request.
         !name.isEmpty && !name.hasPrefix(".") && name.utf8.count <= 255
-            && !name.contains("/") && !name.contains("\\") && !name.unicodeScalars.contains { $0.value < 0x20 || $0 == "\u{7f}" }
+            && !name.utf8.contains { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "\\") || $0 < 0x20 || $0 == 0x7f }
     }
 }

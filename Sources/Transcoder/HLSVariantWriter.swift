@@ -74,6 +74,8 @@ final class HLSVariantWriter {
     init(directory: URL, video: CodecParameters, videoTimeBase: Rational, audio: AudioTrack?, window: Int?,
          maximumSegmentDuration: Double? = nil, lowLatency: LowLatency? = nil) throws {
         self.directory = directory
+        playlistPath = directory.appendingPathComponent(Self.playlistName).standardizedFileURL.path
+        directoryPath = directory.path
         self.window = window
         self.lowLatency = window == nil ? nil : lowLatency
         self.audio = audio
@@ -106,7 +108,7 @@ final class HLSVariantWriter {
     /// Writes `bytes` next to `name` and renames it into place: readers see the old file or the whole new one.
     private func writeFile(_ bytes: [UInt8], name: String) -> Bool {
         do {
-            try ReplacingFile.write(bytes, to: directory.appendingPathComponent(name), durable: window == nil)
+            try ReplacingFile.write(bytes, directory: directoryPath, name: name, durable: window == nil)
             return true
         } catch {
             failedWrites += 1
@@ -269,7 +271,9 @@ final class HLSVariantWriter {
 
     /// The key `LivePlaylists` knows the rung by: the playlist file's standardized absolute path,
     /// as the HTTP side finds it from a request's path.
-    private var playlistPath: String { directory.appendingPathComponent(Self.playlistName).standardizedFileURL.path }
+    /// Computed once: Foundation's URL calls cost more than the rest of a part's publishing.
+    private let playlistPath: String
+    private let directoryPath: String
 
     private func playlist(ended: Bool) -> HLSMediaPlaylist {
         let kind: HLSMediaPlaylist.Kind = window == nil ? .vod : .live(mediaSequence: mediaSequence, discontinuitySequence: discontinuitySequence)
@@ -282,26 +286,29 @@ final class HLSVariantWriter {
                                 })
     }
 
-    /// The playlist with its newest part, where blocked reloads wait, then on disk for every other reader.
+    /// The playlist with its newest part, where blocked reloads wait. The node's HTTP server
+    /// answers a live rung's playlist from there; the file on disk follows whole segments
+    /// (`writePlaylist`), as with Low-Latency HLS off. Rewriting it with every part made a new
+    /// file three times a second per rung, and the file system's inode allocation, which steps
+    /// over every file deleted in the last half minute, cost more than the rest of LL-HLS.
     private func publishLowLatency() {
         guard let lowLatency else { return }
         lowLatency.livePlaylists.publish(playlist(ended: false), path: playlistPath)
-        guard let text = lowLatency.livePlaylists.snapshot(playlistPath)?.full else { return }
-        do {
-            try ReplacingFile.write(Array(text.utf8), to: URL(fileURLWithPath: playlistPath), durable: false)
-        } catch {
-            failedWrites += 1
-        }
     }
 
     func writePlaylist(ended: Bool) throws {
+        let text: String
         if lowLatency != nil, !ended {
+            // The file is what players waiting on the rung are given at this segment's end (its
+            // rendition reports included), so a reader of the folder sees the same playlist.
             publishLowLatency()
-            return
+            guard let published = lowLatency?.livePlaylists.snapshot(playlistPath)?.full else { return }
+            text = published
+        } else {
+            text = playlist(ended: ended).render()
         }
-        let playlist = playlist(ended: ended)
         do {
-            try ReplacingFile.write(playlist.render(), to: directory.appendingPathComponent(Self.playlistName), durable: window == nil)
+            try ReplacingFile.write(Array(text.utf8), directory: directoryPath, name: Self.playlistName, durable: window == nil)
         } catch {
             // A live playlist is rewritten with the next segment; a VOD one must exist, so that fails the run.
             failedWrites += 1

@@ -13,9 +13,16 @@ import Glibc
 /// segment's first picture, about 20 times a second with 6 ladders.
 enum ReplacingFile {
     static func write(_ bytes: some ContiguousBytes, to url: URL, durable: Bool) throws(TranscodeError) {
-        let directory = url.deletingLastPathComponent()
-        let aside = directory.appendingPathComponent(".\(url.lastPathComponent).partial")
-        let descriptor = open(aside.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        try write(bytes, directory: url.deletingLastPathComponent().path, name: url.lastPathComponent, durable: durable)
+    }
+
+    /// The same, by paths: a live rung writes a part and its playlist three times a second, and
+    /// Foundation's URL calls cost more than the writing.
+    static func write(_ bytes: some ContiguousBytes, directory: String, name: String, durable: Bool) throws(TranscodeError) {
+        let folder = directory.hasSuffix("/") ? directory : directory + "/"
+        let aside = folder + "." + name + ".partial"
+        let path = folder + name
+        let descriptor = open(aside, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else { throw failure("cannot create", aside) }
         var written = true
         bytes.withUnsafeBytes { buffer in
@@ -34,12 +41,12 @@ enum ReplacingFile {
         if failed == nil, durable, fsync(descriptor) != 0 { failed = failure("cannot sync", aside) }
         close(descriptor)
         if let failed {
-            unlink(aside.path)
+            unlink(aside)
             throw failed
         }
-        guard rename(aside.path, url.path) == 0 else {
-            let failed = failure("cannot rename into place", url)
-            unlink(aside.path)
+        guard rename(aside, path) == 0 else {
+            let failed = failure("cannot rename into place", path)
+            unlink(aside)
             throw failed
         }
     }
@@ -48,7 +55,7 @@ enum ReplacingFile {
         try write(Array(text.utf8), to: url, durable: durable)
     }
 
-    private static func failure(_ what: String, _ url: URL) -> TranscodeError {
-        .failed("\(what) \(url.path): \(String(cString: strerror(errno)))")
+    private static func failure(_ what: String, _ path: String) -> TranscodeError {
+        .failed("\(what) \(path): \(String(cString: strerror(errno)))")
     }
 }

@@ -125,6 +125,12 @@ import Testing
         #expect(previous.segmentIndex == 51 && previous.mediaSequence == 50)
         #expect(previous.staleFiles.contains("part_00050_1.m4s") && previous.staleFiles.contains("part_00049_5.m4s"))
         #expect(previous.staleFiles.contains("segment_00049.m4s") && !previous.staleFiles.contains("part_00050_2.m4s"))
+        // The file on disk is written at segment ends, with no open part: its preload hint still
+        // names the segment whose parts went out after it, and numbering passes that one too.
+        let atSegmentEnd = HLSPlaylistContinuation(playlistText: Self.playlist(segments: 10, firstSequence: 40, open: 0).render())
+        #expect(atSegmentEnd.segmentIndex == 51 && atSegmentEnd.mediaSequence == 50)
+        let superseded = atSegmentEnd.supersededFiles(among: ["part_00050_4.m4s", "part_00051_0.m4s"])
+        #expect(superseded.contains("part_00050_4.m4s") && !superseded.contains("part_00051_0.m4s"))
     }
 
     @Test func partNamesAreRecognised() {
