@@ -48,6 +48,9 @@ public final class LivePlaylists: Sendable {
 
     private struct State {
         var snapshots: [String: Snapshot] = [:]
+        /// Who published each path last: a writer that goes away removes only its own entry,
+        /// not that of a newer writer of the same rung (a job started again on the same folder).
+        var owners: [String: ObjectIdentifier] = [:]
         var waiters: [Int: Waiter] = [:]
         var nextWaiter = 0
         /// Whether the task that ends overdue waits is running (it runs while anyone waits).
@@ -66,8 +69,8 @@ public final class LivePlaylists: Sendable {
     /// The rung's latest playlist (nil: none published, or the rung ended).
     public func snapshot(_ path: String) -> Snapshot? { state.withLock { $0.snapshots[path] } }
 
-    /// A rung's writer has a new playlist (a part or a segment more). Wakes whoever it satisfies.
-    public func publish(_ playlist: HLSMediaPlaylist, path: String) {
+    /// A rung's writer (`owner`) has a new playlist (a part or a segment more). Wakes whoever it satisfies.
+    public func publish(_ playlist: HLSMediaPlaylist, path: String, owner: ObjectIdentifier? = nil) {
         let woken: [(CheckedContinuation<Snapshot?, Never>, Snapshot)] = state.withLock { state in
             let folder = Self.parent(path)
             let reports = state.snapshots.keys.filter { $0 != path && Self.parent(Self.parent($0)) == Self.parent(folder) && Self.parent($0) != folder }
@@ -81,6 +84,7 @@ public final class LivePlaylists: Sendable {
             let snapshot = Snapshot(playlist: playlist, full: playlist.render(), delta: playlist.render(skipping: true),
                                     position: Self.position(of: playlist), partNames: Self.partNames(of: playlist))
             state.snapshots[path] = snapshot
+            state.owners[path] = owner
             var woken: [(CheckedContinuation<Snapshot?, Never>, Snapshot)] = []
             for (id, waiter) in state.waiters where waiter.path == path && waiter.ready(snapshot) {
                 woken.append((waiter.continuation, snapshot))
@@ -91,10 +95,13 @@ public final class LivePlaylists: Sendable {
         for (continuation, snapshot) in woken { continuation.resume(returning: snapshot) }
     }
 
-    /// The rung is gone (its job ended): its waiters get nothing, and no new one waits.
-    public func remove(path: String) {
+    /// The rung is gone (its job ended, or its writer went away): its waiters get nothing, and
+    /// no new one waits. With `owner`, only if that writer published the rung last.
+    public func remove(path: String, owner: ObjectIdentifier? = nil) {
         let woken: [CheckedContinuation<Snapshot?, Never>] = state.withLock { state in
+            if let owner, state.owners[path] != owner { return [] }
             state.snapshots[path] = nil
+            state.owners[path] = nil
             let ids = state.waiters.filter { $0.value.path == path }.map(\.key)
             return ids.compactMap { state.waiters.removeValue(forKey: $0)?.continuation }
         }

@@ -89,6 +89,13 @@ final class HLSVariantWriter {
         writePendingInit()
     }
 
+    /// A writer that goes away unfinished (its rung failed, or finishing it threw first) takes its
+    /// live playlist with it: left behind, the last one would be served as live for as long as
+    /// the node runs, and blocked reloads on it would wait out their limit.
+    deinit {
+        lowLatency?.livePlaylists.remove(path: playlistPath, owner: ObjectIdentifier(self))
+    }
+
     /// A live playlist already in the folder (a restart, or an earlier job of the same
     /// provision): numbering carries on after it, with a discontinuity, and its files go.
     private func continueNumbering() {
@@ -260,7 +267,7 @@ final class HLSVariantWriter {
         try cutSegment(at: endTime)
         segmentStart = nil
         partStart = nil
-        if let lowLatency { lowLatency.livePlaylists.remove(path: playlistPath) }
+        if let lowLatency { lowLatency.livePlaylists.remove(path: playlistPath, owner: ObjectIdentifier(self)) }
         try muxer.finish()
         // An offline rendition with a hole in it is not a result; a live one has moved on.
         if window == nil, failedWrites > 0 {
@@ -293,7 +300,7 @@ final class HLSVariantWriter {
     /// over every file deleted in the last half minute, cost more than the rest of LL-HLS.
     private func publishLowLatency() {
         guard let lowLatency else { return }
-        lowLatency.livePlaylists.publish(playlist(ended: false), path: playlistPath)
+        lowLatency.livePlaylists.publish(playlist(ended: false), path: playlistPath, owner: ObjectIdentifier(self))
     }
 
     func writePlaylist(ended: Bool) throws {

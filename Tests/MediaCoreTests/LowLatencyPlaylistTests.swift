@@ -105,6 +105,21 @@ import Testing
         #expect(await ended == nil)
     }
 
+    /// A writer that goes away removes its rung's playlist, and only its own: a newer writer of
+    /// the same rung (the job started again on the same folder) keeps publishing.
+    @Test func aWriterRemovesOnlyThePlaylistItPublished() {
+        final class Writer {}
+        let board = LivePlaylists()
+        let path = "/data/hls/live/stream1/stream1_2/index.m3u8"
+        let (old, new) = (Writer(), Writer())
+        board.publish(Self.playlist(segments: 3, open: 1), path: path, owner: ObjectIdentifier(old))
+        board.publish(Self.playlist(segments: 1, open: 0), path: path, owner: ObjectIdentifier(new))
+        board.remove(path: path, owner: ObjectIdentifier(old))
+        #expect(board.snapshot(path)?.position == LivePlaylists.Position(mediaSequence: 0, part: 5))
+        board.remove(path: path, owner: ObjectIdentifier(new))
+        #expect(board.snapshot(path) == nil)
+    }
+
     /// Each rung's playlist reports the other rungs of its ladder (and no other ladder's).
     @Test func renditionReportsNameTheOtherRungsLatestParts() {
         let board = LivePlaylists()
