@@ -58,9 +58,11 @@ public struct SwitchingPolicy: Sendable {
             return segmentBitRates[index]
         }
 
-        /// A variant's rung: its thresholds, and the rate they were derived from.
+        /// A variant's rung: its thresholds, and the rate they were derived from. The threshold
+        /// is `ceil(required / factor)`, so `required ≤ threshold × factor < required + factor`:
+        /// rounding down gives the rate back (rounding to nearest gave one more at 0.9).
         public init(hint: BandwidthHints.VariantHint) {
-            self.init(level: hint.abrLevel, bitRate: Int((Double(hint.upswitchAboveBitRate) * BandwidthHints.upswitchFactor).rounded()),
+            self.init(level: hint.abrLevel, bitRate: Int((Double(hint.upswitchAboveBitRate) * BandwidthHints.upswitchFactor + 1e-6).rounded(.down)),
                       upswitchAbove: hint.upswitchAboveBitRate, downswitchBelow: hint.downswitchBelowBitRate)
         }
 
@@ -149,6 +151,17 @@ public struct SwitchingPolicy: Sendable {
     /// `cleanBacklog` (the link reads full well under its threshold). Transports whose probe is
     /// judged on reports or per-packet feedback set it to `cleanBacklog` (`AdaptationProfile`).
     public var probeBacklogLimit = 0.7
+
+    /// What a probe offers, over the target's required rate: 1.41 × the up threshold (1/0.9 of
+    /// the required rate). What the probe is judged on spans seconds that begin before the
+    /// padding flows (and the rung's real rate wanders under its required rate), so a probe
+    /// offering the threshold plus 10 % received 670–770 kbit/s of a 752 kbit/s threshold on
+    /// links carrying twice that. Offering more costs nothing on a link that cannot carry it:
+    /// padding waits behind the media and is dropped when the probe ends. The figure is what
+    /// the probe offered when the threshold was 1/0.8 (a quarter over it); a quarter over the
+    /// lower threshold passed more probes on links that then froze the player (200 replays:
+    /// freezes 4.0 → 6.9 s in all, two replays over a second).
+    static let probeOffer = 1.5625
 
     public private(set) var rungs: [Rung]
     public private(set) var level: Int
@@ -428,12 +441,7 @@ public struct SwitchingPolicy: Sendable {
         guard now - cleanSince! >= max(currentUpHold, probeHold) else { return .stay }
         // The link has shown no more than the current rung uses: look further before moving.
         probe = (target.level, now + probeDuration, 0)
-        // A quarter over the threshold: what the probe is judged on spans seconds that begin
-        // before the padding flows (and the rung's real rate wanders under its required rate),
-        // so a probe offering the threshold plus 10 % received 670–770 kbit/s of a 752 kbit/s
-        // threshold on links carrying twice that. Offering more costs nothing on a link that
-        // cannot carry it: padding waits behind the media and is dropped when the probe ends.
-        return .probe(bitRate: target.upswitchAbove + target.upswitchAbove / 4)
+        return .probe(bitRate: Int((Double(target.bitRate) * Self.probeOffer).rounded()))
     }
 
     /// `candidate` when it is below the current rung, else the rung just below (or the lowest).

@@ -54,9 +54,9 @@ import Testing
         ])
         #expect(hints.variants.map(\.abrLevel) == [1, 2, 3])
         let top = hints.variants[0]
-        #expect(top.upswitchAboveBitRate == 3_125_000)    // 2.5 M / 0.8
+        #expect(top.upswitchAboveBitRate == 2_777_778)    // 2.5 M / 0.9
         #expect(top.downswitchBelowBitRate == 2_631_579)  // 2.5 M / 0.95
-        #expect(hints.variants[2].upswitchAboveBitRate == 800_000)  // measured 640 k beats declared 600 k
+        #expect(hints.variants[2].upswitchAboveBitRate == 711_112)  // measured 640 k beats declared 600 k
         for hint in hints.variants { #expect(hint.downswitchBelowBitRate < hint.upswitchAboveBitRate) }
         for (higher, lower) in zip(hints.variants, hints.variants.dropFirst()) {
             #expect(higher.upswitchAboveBitRate > lower.upswitchAboveBitRate)

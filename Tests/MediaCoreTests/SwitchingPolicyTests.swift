@@ -28,7 +28,7 @@ import Testing
     @Test func theThresholdsAreTheHints() {
         #expect(Self.rungs.map(\.level) == [1, 2, 3])
         #expect(Self.rungs.map(\.bitRate) == [2_000_000, 1_000_000, 500_000])
-        #expect(Self.rungs[0].upswitchAbove == 2_500_000 && Self.rungs[2].downswitchBelow == 526_316)
+        #expect(Self.rungs[0].upswitchAbove == 2_222_223 && Self.rungs[2].downswitchBelow == 526_316)
     }
 
     /// A clean, wide link: a player that asked for the top never moves, and one that asked for a
@@ -84,7 +84,8 @@ import Testing
         }
         var decision = SwitchingPolicy.Decision.stay
         while time < 20, case .stay = decision { decision = sample(1_000_000, appLimited: true) }
-        #expect(decision == .probe(bitRate: Self.rungs[0].upswitchAbove + Self.rungs[0].upswitchAbove / 4))
+        // It offers 1.5625 × the top's required rate: 1.41 × its threshold.
+        #expect(decision == .probe(bitRate: 3_125_000))
         // The probe: the player receives 3 Mbit/s over its last seconds, with nothing queued: up.
         decision = .stay
         while time < 30, case .stay = decision { decision = sample(3_000_000, appLimited: true, received: 3_000_000) }
