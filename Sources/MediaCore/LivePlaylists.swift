@@ -119,8 +119,9 @@ public final class LivePlaylists: Sendable {
                 guard state.snapshots[path] != nil else { return (false, nil, false) }
                 state.nextWaiter += 1
                 state.waiters[state.nextWaiter] = Waiter(path: path, deadline: deadline, ready: ready, continuation: continuation)
-                defer { state.sweeping = true }
-                return (true, nil, !state.sweeping)
+                let startsSweeping = !state.sweeping
+                state.sweeping = true
+                return (true, nil, startsSweeping)
             }
             if !waits { continuation.resume(returning: answer) }
             if startsSweeping { sweepOverdueWaits() }
