@@ -62,7 +62,6 @@ public struct HLSFiles: Sendable {
         return rootPath + "/" + components.joined(separator: "/")
     }
 
-
     /// The path's names, percent-decoded, or nil if any is not a plain file or folder name.
     private func components(rawPath: Substring) -> [String]? {
         let encoded = rawPath.split(separator: "/", omittingEmptySubsequences: false)
