@@ -59,6 +59,16 @@ public struct RTSPRequest: Sendable, Equatable {
         self.body = body
     }
 
+    /// A GET_PARAMETER or SET_PARAMETER body's parameters (RFC 2326 §10.8-10.9): one per line,
+    /// `name: value`, `name=value` or a bare name (value ""), trimmed. Only the first 4 KiB is read.
+    public var parameters: [(name: String, value: String)] {
+        String(decoding: body.prefix(4096), as: UTF8.self).split(whereSeparator: \.isNewline).compactMap { line in
+            let parts = line.split(maxSplits: 1, whereSeparator: { $0 == ":" || $0 == "=" }).map(\.trimmed)
+            guard let name = parts.first, !name.isEmpty else { return nil }
+            return (name, parts.count > 1 ? parts[1] : "")
+        }
+    }
+
     public var cseq: String? { headers["CSeq"] }
 }
 

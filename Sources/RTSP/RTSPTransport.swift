@@ -79,6 +79,34 @@ public struct RTSPTransport: Sendable, Equatable {
         return nil
     }
 
+    /// What a server makes of one offered transport.
+    public enum Answer: Sendable, Equatable {
+        /// Serve it, replying with this transport.
+        case serve(RTSPTransport)
+        /// The server cannot (UDP without a client port pair, or a server without UDP): try the next offer.
+        case skip
+        /// The offer is unusable as written: answer 461 with this reason.
+        case refuse(String)
+    }
+
+    /// The reply to this offer for `track` (0-based), in a publisher's (`isRecord`) or a player's
+    /// session. Interleaved channels default to `2 × track` and the next; UDP is served from the
+    /// server's `serverPorts` pair, nil when it has none.
+    public func answer(track: Int, isRecord: Bool, serverPorts: ClosedRange<UInt16>?) -> Answer {
+        var reply = self
+        reply.isRecord = isRecord
+        switch lower {
+        case let .tcp(interleaved):
+            guard let first = UInt8(exactly: track * 2) else { return .refuse("track \(track) has no interleaved channel pair") }
+            reply.lower = .tcp(interleaved: interleaved ?? first...(first + 1))
+        case let .udp(clientPorts, _):
+            guard let clientPorts, let serverPorts else { return .skip }
+            if let problem = Self.clientPortProblem(clientPorts) { return .refuse(problem) }
+            reply.lower = .udp(clientPorts: clientPorts, serverPorts: serverPorts)
+        }
+        return .serve(reply)
+    }
+
     /// `a-b` or a single `a` (meaning `a-a+1` for port pairs).
     static func range<T: FixedWidthInteger>(_ text: String, _: T.Type) -> ClosedRange<T>? {
         let bounds = text.split(separator: "-").compactMap { T($0.trimmed) }

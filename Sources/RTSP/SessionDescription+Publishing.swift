@@ -81,4 +81,21 @@ extension SessionDescription {
             }
         }
     }
+
+    /// What an ANNOUNCE carries (its Content-Type and body), parsed and checked for publishing:
+    /// 415 when it is not SDP, 400 when it does not parse, else `validateForPublishing`'s problem.
+    public static func announced(contentType: String?, body: [UInt8], maximumPixels: Int) throws(PublishedMediaProblem) -> SessionDescription {
+        let type = contentType ?? "application/sdp"
+        guard type.lowercased().hasPrefix("application/sdp") else {
+            throw PublishedMediaProblem(415, "an ANNOUNCE carries application/sdp (got \(type.prefix(60)))")
+        }
+        let description: SessionDescription
+        do {
+            description = try parse(String(decoding: body, as: UTF8.self))
+        } catch {
+            throw PublishedMediaProblem(400, "\(error)")
+        }
+        try description.validateForPublishing(maximumPixels: maximumPixels)
+        return description
+    }
 }

@@ -26,18 +26,13 @@ final class ServerSession: Sendable {
         var ended = false
         // Publisher
         var sink: (any MediaSink)?
-        /// The formats the sink was last told of: it hears again only when one changes.
-        var announcedFormats: (video: VideoFormat?, audio: AudioFormat?) = (nil, nil)
-        var tracks: [IncomingTrack] = []
+        /// The announced tracks, from RTP to what the sink hears.
+        var reception = PublisherReception(media: [])
         var trackTransports: [Int: RTSPTransport] = [:]
         var recordStarted: UInt64?
         var lastReceiverReport: UInt64 = 0
         /// Our SSRC as a receiver, in the reports we send the publisher.
         var receiverSSRC = UInt32.random(in: 1...UInt32.max)
-        /// Every track's RTP timestamps on one timeline, in seconds since RECORD at the start.
-        var timeline = PublisherTimeline(wrapBits: 32, clock: .perTrack([]))
-        /// Refusals of the publisher's in-band parameter sets (UDP: one forged packet must not end the publish).
-        var refusals = RefusalStreak()
         // Player
         var stream: LiveStream?
         var playerTransports: [Int: RTSPTransport] = [:]
@@ -122,128 +117,30 @@ final class ServerSession: Sendable {
         }
     }
 
-    /// Runs one RTP packet from the publisher through its track and hands what completes to the sink.
-    ///
-    /// Packets of another SSRC, or far out of sequence, are dropped (`RTPSourceFilter`): over UDP
-    /// anyone can send a datagram with the publisher's source address. A timestamp jump starts a
-    /// new timeline: every track re-anchors after the furthest one so ticks stay increasing, and
-    /// the sink hears of it before the first unit of the new timeline.
-    ///
-    /// Returns why the publish must stop when the stream's own parameter sets announce a picture
-    /// the node does not take (the ANNOUNCE's were checked before): larger than `maximumPixels`, or
-    /// refused by the sink. Nothing of that format reaches the sink. When `forgeable` (UDP), one
-    /// such packet is not enough: the refused sets are set aside (with what follows them up to an
-    /// IDR the node takes) and the publish stops only when the source keeps sending them for
-    /// `refusalPersistence` seconds, as a publisher that really switched does at every keyframe.
+    /// Runs one RTP packet from the publisher through its track (`PublisherReception`) and hands
+    /// what completes to the sink, outside the lock. Returns why the publish must stop when the
+    /// stream's own parameter sets announce a picture the node does not take (the ANNOUNCE's were
+    /// checked before): larger than `maximumPixels`, or refused by the sink. When `forgeable` (UDP),
+    /// one such packet is not enough (see `PublisherReception.receive`).
     func receiveRTP(_ buffer: ByteBuffer, track index: Int, maximumPixels: Int, forgeable: Bool = false) -> String? {
         guard let packet = try? RTPPacket(parsing: buffer) else { return nil }
-        var deliveries: [MediaSinkEvent] = []
-        var stop: String?
-        let sink: (any MediaSink)? = state.withLock { state in
-            guard !state.ended, let started = state.recordStarted, index < state.tracks.count else { return nil }
+        let (outcome, sink) = state.withLock { state -> (PublisherReception.Outcome?, (any MediaSink)?) in
+            guard !state.ended, let started = state.recordStarted else { return (nil, nil) }
             let now = clock.nanoseconds
-            var track = state.tracks[index]
-            guard track.sourceFilter.admit(ssrc: packet.ssrc, sequence: packet.sequenceNumber, now: Double(now) / 1e9) == .accept else {
-                state.tracks[index] = track
-                return nil
+            let sink = state.sink
+            let outcome = state.reception.receive(packet, bytes: buffer.readableBytes, track: index, now: now,
+                                                  sinceRecord: Double(now &- started) / 1e9, forgeable: forgeable) { format in
+                PublishAdmission.refusal(of: format, maximumPixels: maximumPixels, sink: sink).map { "\(path): \($0)" }
             }
+            guard let outcome else { return (nil, nil) }
             state.lastActivity = now
             state.lastMedia = now
-            track.packetsReceived += 1
-            track.bytesReceived += buffer.readableBytes
-            guard packet.payloadType == track.media.payloadType || track.media.payloadType >= 96 else {
-                state.tracks[index] = track
-                return nil
-            }
-            let sinceStart = Double(now &- started) / 1e9
-            track.reception.record(packet, arrival: Double(now) / 1e9, clockRate: track.media.clockRate)
-            /// `timestamp` on the session's timeline, in the track's ticks; a jump starts a new timeline.
-            func place(_ timestamp: UInt32) -> MediaTime {
-                let (ticks, restarted) = state.timeline.place(Int64(timestamp), track: index, arrival: sinceStart)
-                if restarted { deliveries.append(.timelineRestarted) }
-                return track.time(ticks)
-            }
-            // The sink hears of a format before any media in it.
-            func announceFormats() {
-                state.tracks[index] = track
-                let formats = state.tracks.formats
-                guard formats.video != state.announcedFormats.video || formats.audio != state.announcedFormats.audio else { return }
-                state.announcedFormats = formats
-                deliveries.append(.formats(video: formats.video, audio: formats.audio))
-            }
-            for (ready, lost) in track.reorder.push(packet) {
-                switch track.kind {
-                case var .video(depacketizer):
-                    // Held once while it takes the packet: left in `track` and in the table too, its
-                    // buffers were shared, so each FU-A fragment copied the whole NAL unit gathered so
-                    // far (a keyframe's fragments cost the square of its size). Put back below.
-                    track.kind = .unsupported
-                    state.tracks[index].kind = .unsupported
-                    for unit in depacketizer.push(ready, lostBefore: lost) {
-                        // Parameter sets in the unit itself, else the latest seen in-band (sent apart).
-                        let sps = unit.nalUnits.last { ($0.first ?? 0) & 0x1F == 7 } ?? depacketizer.sps
-                        let pps = unit.nalUnits.last { ($0.first ?? 0) & 0x1F == 8 } ?? depacketizer.pps
-                        if let sps, let pps, track.videoFormat?.sps != sps || track.videoFormat?.pps != pps,
-                           let format = VideoFormat(sps: sps, pps: pps, frameRate: track.media.frameRate) {
-                            let refusal = PublishAdmission.refusal(of: format, maximumPixels: maximumPixels, sink: state.sink).map { "\(path): \($0)" }
-                            if let refusal {
-                                // Nothing of that format goes on: the unit, and what follows until an IDR with sets we take.
-                                depacketizer.restoreParameterSets(sps: track.videoFormat?.sps, pps: track.videoFormat?.pps)
-                                if !forgeable || state.refusals.persisted(now: now, for: Self.refusalPersistence) {
-                                    stop = refusal
-                                }
-                                continue
-                            }
-                            track.videoFormat = format
-                        }
-                        let time = place(unit.timestamp)
-                        guard track.videoFormat != nil else { continue }
-                        announceFormats()
-                        deliveries.append(.video(unit.nalUnits, time: time, isKeyframe: unit.containsIDR))
-                    }
-                    track.kind = .video(depacketizer)
-                case .audio(var depacketizer, let format):
-                    for frame in depacketizer.push(ready, lostBefore: lost) {
-                        let time = place(frame.timestamp)
-                        announceFormats()
-                        deliveries.append(.audio(frame.data, time: time))
-                    }
-                    track.kind = .audio(depacketizer, format)
-                case .unsupported:
-                    break
-                }
-            }
-            state.tracks[index] = track
-            return state.sink
+            return (outcome, sink)
         }
-        if let stop { return stop }
-        guard let sink else { return nil }
-        for delivery in deliveries { delivery.deliver(to: sink) }
+        if let stop = outcome?.stop { return stop }
+        guard let outcome, let sink else { return nil }
+        for event in outcome.events { event.deliver(to: sink) }
         return nil
-    }
-
-    /// Seconds a forgeable (UDP) publisher must keep sending refused parameter sets before its publish stops.
-    static let refusalPersistence = 2.0
-
-    /// Refusals close together in time: a publisher that really switched to a refused format sends
-    /// it at every keyframe, a forged packet once.
-    struct RefusalStreak {
-        private var first: UInt64?
-        private var last: UInt64 = 0
-        private var count = 0
-
-        /// Counts a refusal at `now` (uptime nanoseconds); true once refusals have kept coming for
-        /// `seconds`, no two of them further apart than that.
-        mutating func persisted(now: UInt64, for seconds: Double) -> Bool {
-            let window = UInt64(seconds * 1e9)
-            if first == nil || now &- last > window {
-                first = now
-                count = 0
-            }
-            last = now
-            count += 1
-            return count >= 3 && now &- first! >= window
-        }
     }
 
     /// RTCP receiver reports for a publisher, one per track with its transport, when due.
@@ -253,8 +150,8 @@ final class ServerSession: Sendable {
             guard role == .publisher, !state.ended, state.recordStarted != nil, now &- state.lastReceiverReport >= interval else { return [] }
             state.lastReceiverReport = now
             var reports: [(RTSPTransport, RTCPPacket)] = []
-            for index in state.tracks.indices {
-                guard let transport = state.trackTransports[index], let block = state.tracks[index].reception.reportBlock() else { continue }
+            for index in state.reception.tracks.indices {
+                guard let transport = state.trackTransports[index], let block = state.reception.reportBlock(track: index) else { continue }
                 reports.append((transport, .receiverReport(ssrc: state.receiverSSRC, blocks: [block])))
             }
             return reports
