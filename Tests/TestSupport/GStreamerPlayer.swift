@@ -23,18 +23,46 @@ public struct RTSPSourcePlayback: Sendable {
     }
 }
 
+/// Ends a playback before its sink has all its pictures, the way a user stops gst-launch: SIGINT,
+/// which `-e` turns into an end of stream, so the pipeline closes as it would at its last picture.
+public final class PlaybackEnd: @unchecked Sendable {
+    private let lock = NSLock()
+    private var process: Process?
+    private var ended = false
+
+    public init() {}
+
+    func started(_ process: Process) {
+        let endNow = lock.withLock {
+            self.process = process
+            return ended
+        }
+        if endNow { kill(process.processIdentifier, SIGINT) }
+    }
+
+    /// Ends the playback now, or as soon as it starts.
+    public func end() {
+        let running = lock.withLock {
+            ended = true
+            return process
+        }
+        if let running, running.isRunning { kill(running.processIdentifier, SIGINT) }
+    }
+}
+
 /// Plays `url` with `gst-launch-1.0 rtspsrc … ! fakesink num-buffers=pictures` over `protocols`
 /// (`tcp` or `udp`). `decode` goes between the depayloader and the sink; `launcher` is what
-/// gst-launch runs under (a namespace's `ip netns exec …`).
+/// gst-launch runs under (a namespace's `ip netns exec …`). With `end`, the caller may end it
+/// before the sink has `pictures`: it then reaches its end all the same (`reachedEnd`).
 public func playWithRTSPSource(_ url: String, protocols: String, pictures: Int,
                                decode: [String] = ["h264parse", "!", "avdec_h264"], timeout: TimeInterval = 30,
-                               launcher: [String] = []) throws -> RTSPSourcePlayback {
+                               launcher: [String] = [], end: PlaybackEnd? = nil) throws -> RTSPSourcePlayback {
     // -v prints one "last-message = chain" line per buffer the fakesink takes; rtspsrc's DEBUG log
     // shows whether the server answered the TEARDOWN (what tells its shutdown race from a dropped connection).
-    let pipeline = ["-v", "rtspsrc", "location=\(url)", "protocols=\(protocols)", "!", "rtph264depay", "!"] + decode
+    let pipeline = (end == nil ? [] : ["-e"]) + ["-v", "rtspsrc", "location=\(url)", "protocols=\(protocols)", "!", "rtph264depay", "!"] + decode
         + ["!", "fakesink", "silent=false", "num-buffers=\(pictures)", "sync=false"]
     let result = try runProcess("/bin/sh", ["-c", "GST_DEBUG=rtspsrc:5 GST_DEBUG_NO_COLOR=1 exec \"$@\" 2>&1", "sh"] + launcher + ["gst-launch-1.0"] + pipeline,
-                                timeout: timeout)
+                                timeout: timeout, started: end.map { end in { end.started($0) } })
     let output = result.stdout
     let sinkLines = output.split(separator: "\n").filter { $0.contains("GstFakeSink:fakesink0: last-message = chain") }
     let endMarker = output.range(of: "Got EOS from element")

@@ -17,7 +17,9 @@ public struct ProcessResult: Sendable {
 
 /// Runs a program to completion with a time limit, capturing its output.
 @discardableResult
-public func runProcess(_ executable: String, _ arguments: [String], timeout: TimeInterval = 300) throws -> ProcessResult {
+/// `started`, when given, gets the running process (to signal it before it ends on its own).
+public func runProcess(_ executable: String, _ arguments: [String], timeout: TimeInterval = 300,
+                       started: ((Process) -> Void)? = nil) throws -> ProcessResult {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable.hasPrefix("/") ? executable : "/usr/bin/\(executable)")
     process.arguments = arguments
@@ -27,6 +29,7 @@ public func runProcess(_ executable: String, _ arguments: [String], timeout: Tim
     process.standardError = err
     process.standardInput = FileHandle.nullDevice
     try process.run()
+    started?(process)
     // Read both pipes while the process runs so neither can fill and block it.
     nonisolated(unsafe) var outData = Data()
     nonisolated(unsafe) var errData = Data()
