@@ -109,30 +109,28 @@ final class RTMPConnectionHandler: ChannelInboundHandler {
         event.deliver(to: sink)
     }
 
-    /// Authentication, the node's policy, then the path's publisher slot.
+    /// Authentication, the node's policy, then the path's publisher slot (`PublishGate`).
     private func decide(_ intent: RTMPPublishIntent, context: ChannelHandlerContext) -> [RTMPPublishSession.Action] {
         let path = intent.path
-        guard PublishAdmission.credentialsAccepted(for: path, user: intent.username, password: intent.password, policy: service.policy) else {
+        let channel = context.channel
+        let logger = self.logger
+        let claim = PublishGate.Claim(session: id, revoke: { reason in
+            logger.notice("publish revoked: \(reason)", metadata: ["stream.guid": "\(path)"])
+            channel.close(promise: nil)
+        }, silence: { [lastMedia] in lastMedia.silence })
+        let request = PublishRequest(path: path, remoteAddress: remote, transport: RTMPService.ingestProtocol.scheme, sps: nil)
+        switch service.gate.admit(request, credentials: .presented(user: intent.username, password: intent.password), claim: claim) {
+        case .refused(.credentials):
             service.refusals.log(logger, "authentication failed", kind: "authentication", metadata: ["stream.guid": "\(path)", "rtmp.address": "\(remote)"])
             return session.refuse(code: "NetConnection.Connect.Rejected",
                                   description: "\(path) needs the provision's credentials (?user=…&password=… on the stream key or the URL)")
-        }
-        switch service.policy.decide(PublishRequest(path: path, remoteAddress: remote, transport: RTMPService.ingestProtocol.scheme, sps: nil)) {
-        case let .refuse(status, reason):
+        case let .refused(.policy(status, reason)):
             logger.info("publish refused", metadata: ["stream.guid": "\(path)", "status": "\(status)", "reason": "\(reason)"])
             return session.refuse(code: [403, 404].contains(status) ? "NetStream.Publish.BadName" : "NetStream.Publish.Rejected", description: reason)
-        case let .accept(sink):
-            let channel = context.channel
-            let (logger, service) = (self.logger, self.service)
-            let claim = service.publishers.claimOrTakeOver(path, session: id, takeoverSilence: service.configuration.publisherTakeoverSilence,
-                                                         revoke: { reason in
-                logger.notice("publish revoked: \(reason)", metadata: ["stream.guid": "\(path)"])
-                channel.close(promise: nil)
-            }, silence: { [lastMedia] in lastMedia.silence })
-            guard claim.claimed else {
-                return session.refuse(code: "NetStream.Publish.BadName", description: "\(path) already has a publisher")
-            }
-            if claim.tookOver { logger.info("publisher takes over a silent session", metadata: ["stream.guid": "\(path)"]) }
+        case .refused(.alreadyPublished):
+            return session.refuse(code: "NetStream.Publish.BadName", description: "\(path) already has a publisher")
+        case let .admitted(sink, tookOver):
+            if tookOver { logger.info("publisher takes over a silent session", metadata: ["stream.guid": "\(path)"]) }
             self.sink = sink
             claimedPath = path
             lastMedia.touch()

@@ -37,7 +37,8 @@ public final class RTMPService: Sendable {
     public let configuration: Configuration
     /// The node's publisher slots: one publisher per stream, whatever its protocol.
     let publishers: PublisherSlots
-    let policy: any PublishPolicy
+    /// Credentials, the node's policy and the publisher slot, as every protocol admits a publish.
+    let gate: PublishGate
     let logger: Logger
     let connections: ConnectionQuota
     /// Refused connections and failed authentications: one log line a second at most.
@@ -50,7 +51,7 @@ public final class RTMPService: Sendable {
                 logger: Logger = Logger(label: "abr.rtmp")) {
         self.configuration = configuration
         self.publishers = publishers
-        self.policy = policy
+        gate = PublishGate(policy: policy, slots: publishers, takeoverSilence: configuration.publisherTakeoverSilence)
         self.logger = logger
         connections = ConnectionQuota(total: configuration.maximumConnections, perAddress: configuration.maximumConnectionsPerAddress)
     }

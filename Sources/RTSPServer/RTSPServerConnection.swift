@@ -188,7 +188,7 @@ final class RTSPServerConnection {
 
     private func announce(_ request: RTSPRequest) -> Outcome {
         guard let path = RTSPURL.path(of: request.uri), !path.isEmpty else { return Outcome(response: RTSPResponse(status: 400)) }
-        if let refusal = unauthorized(request, credentials: server.policy.publisherCredentials(for: path), path: path) { return refusal }
+        if let refusal = unauthorized(request, credentials: server.gate.policy.publisherCredentials(for: path), path: path) { return refusal }
         let description: SessionDescription
         do {
             description = try SessionDescription.announced(contentType: request.headers["Content-Type"], body: request.body,
@@ -197,49 +197,42 @@ final class RTSPServerConnection {
             logger.info("announce refused", metadata: ["stream.guid": "\(path)", "reason": "\(error.description)"])
             return Outcome(response: RTSPResponse(status: error.status, body: Array("\(error.description)\n".utf8)))
         }
-        let remote = channel.remoteAddress?.description ?? "?"
-        switch server.policy.decide(PublishRequest(path: path, remoteAddress: remote, transport: "rtsp",
-                                                   sps: description.media.first(where: \.isH264)?.spropSPS.flatMap { H264SPS($0) })) {
-        case let .refuse(status, reason):
-            logger.info("publish refused", metadata: ["stream.guid": "\(path)", "status": "\(status)", "reason": "\(reason)"])
-            return Outcome(response: RTSPResponse(status: status, body: Array("\(reason)\n".utf8)))
-        case let .accept(sink):
-            return openPublisherSession(path: path, description: description, sink: sink)
-        }
-    }
-
-    /// The publisher's session, once the node accepted its publish: it claims the path's one
-    /// publisher slot (or takes it over from its own silent session) and counts against the limits.
-    private func openPublisherSession(path: String, description: SessionDescription, sink: any MediaSink) -> Outcome {
         let session = ServerSession(id: SessionTable.newIdentifier(), path: path, role: .publisher, connection: channel, clock: server.configuration.clock)
-        session.state.withLock { state in
-            state.sink = sink
-            state.reception = PublisherReception(media: description.media)
-        }
         let server = self.server
-        let revoke: @Sendable (String) -> Void = { [id = session.id] reason in
+        // The same publisher (it passed the same credentials) may take over from its own
+        // session once that has gone silent.
+        let claim = PublishGate.Claim(session: session.id, revoke: { [id = session.id] reason in
             guard let revoked = server.sessions.session(id) else { return }
             server.logger.notice("publish revoked: \(reason)", metadata: ["stream.guid": "\(path)", "session": "\(id)"])
             server.end(revoked, reason: reason)
             revoked.connection.close(promise: nil)
-        }
-        // The same publisher (it passed the same credentials) may take over from its own
-        // session once that has gone silent.
-        let claim = server.registry.publishers.claimOrTakeOver(path, session: session.id, takeoverSilence: server.configuration.publisherTakeoverSilence,
-                                                               revoke: revoke) { [weak session] in
+        }, silence: { [weak session] in
             session.map { Double($0.mediaIdleNanoseconds) / 1e9 } ?? .infinity
-        }
-        guard claim.claimed else {
+        })
+        let request = PublishRequest(path: path, remoteAddress: channel.remoteAddress?.description ?? "?", transport: "rtsp",
+                                     sps: description.media.first(where: \.isH264)?.spropSPS.flatMap { H264SPS($0) })
+        switch server.gate.admit(request, credentials: .proven, claim: claim) {
+        case .refused(.credentials):
+            return Outcome(response: RTSPResponse(status: 401, body: Array("\(path) needs credentials\n".utf8)))
+        case let .refused(.policy(status, reason)):
+            logger.info("publish refused", metadata: ["stream.guid": "\(path)", "status": "\(status)", "reason": "\(reason)"])
+            return Outcome(response: RTSPResponse(status: status, body: Array("\(reason)\n".utf8)))
+        case .refused(.alreadyPublished):
             return Outcome(response: RTSPResponse(status: 403, body: Array("\(path) already has a publisher\n".utf8)))
+        case let .admitted(sink, tookOver):
+            if tookOver { logger.info("publisher takes over a silent session", metadata: ["stream.guid": "\(path)"]) }
+            session.state.withLock { state in
+                state.sink = sink
+                state.reception = PublisherReception(media: description.media)
+            }
+            if let refusal = server.sessions.insert(session, limits: server.sessionLimits(for: .publisher)) {
+                server.registry.publishers.releasePublisher(path, session: session.id)
+                return Outcome(response: RTSPResponse(status: 503, body: Array("\(refusal)\n".utf8)))
+            }
+            ownedSessions.insert(session.id)
+            logger.info("publisher announced", metadata: ["stream.guid": "\(path)", "session": "\(session.id)"])
+            return Outcome(response: RTSPResponse(status: 200, headers: sessionHeader(session)))
         }
-        if claim.tookOver { logger.info("publisher takes over a silent session", metadata: ["stream.guid": "\(path)"]) }
-        if let refusal = server.sessions.insert(session, limits: server.sessionLimits(for: .publisher)) {
-            server.registry.publishers.releasePublisher(path, session: session.id)
-            return Outcome(response: RTSPResponse(status: 503, body: Array("\(refusal)\n".utf8)))
-        }
-        ownedSessions.insert(session.id)
-        logger.info("publisher announced", metadata: ["stream.guid": "\(path)", "session": "\(session.id)"])
-        return Outcome(response: RTSPResponse(status: 200, headers: sessionHeader(session)))
     }
 
     private func setup(_ request: RTSPRequest, session existing: ServerSession?) -> Outcome {

@@ -56,7 +56,8 @@ public final class RTSPService: Sendable {
 
     public let configuration: Configuration
     public let registry: StreamRegistry
-    let policy: any PublishPolicy
+    /// Credentials, the node's policy and the publisher slot, as every protocol admits a publish.
+    let gate: PublishGate
     let logger: Logger
     /// Refused connections and failed authentications: one log line a second at most.
     let refusals = RefusalLog()
@@ -76,7 +77,7 @@ public final class RTSPService: Sendable {
         self.configuration = configuration
         connections = ConnectionQuota(total: configuration.maximumConnections, perAddress: configuration.maximumConnectionsPerAddress)
         self.registry = registry
-        self.policy = policy
+        gate = PublishGate(policy: policy, slots: registry.publishers, takeoverSilence: configuration.publisherTakeoverSilence)
         self.logger = logger
         self.threads = max(1, threads)
     }

@@ -51,7 +51,8 @@ public final class SRTService: @unchecked Sendable {
     public let configuration: Configuration
     /// The node's publisher slots: one publisher per stream, whatever its protocol.
     let slots: PublisherSlots
-    let policy: any PublishPolicy
+    /// Credentials, the node's policy and the publisher slot, as every protocol admits a publish.
+    let gate: PublishGate
     let logger: Logger
     /// Refused handshakes: one log line a second at most.
     let refusals = RefusalLog()
@@ -82,7 +83,7 @@ public final class SRTService: @unchecked Sendable {
     public init(configuration: Configuration, publishers: PublisherSlots, policy: any PublishPolicy, logger: Logger = Logger(label: "abr.srt")) {
         self.configuration = configuration
         self.slots = publishers
-        self.policy = policy
+        gate = PublishGate(policy: policy, slots: publishers, takeoverSilence: configuration.publisherTakeoverSilence)
         self.logger = logger
     }
 
@@ -171,12 +172,14 @@ public final class SRTService: @unchecked Sendable {
             return nil
         }
         if let crowded { return refuse(Int32(SRT_REJX_OVERLOAD), crowded) }
-        guard PublishAdmission.credentialsAccepted(for: target.path, user: target.username, password: target.password, policy: policy) else {
-            return refuse(Int32(SRT_REJX_UNAUTHORIZED), "authentication failed: \(target.path) needs the provision's credentials")
-        }
+        // The claim waits for the connection: a handshake may still fail after this (a wrong
+        // passphrase is found later), and a failed one must not hold the stream meanwhile.
+        let request = PublishRequest(path: target.path, remoteAddress: address.full, transport: Self.ingestProtocol.scheme, sps: nil)
         let sink: any MediaSink
-        switch policy.decide(PublishRequest(path: target.path, remoteAddress: address.full, transport: Self.ingestProtocol.scheme, sps: nil)) {
-        case let .refuse(status, reason):
+        switch gate.admit(request, credentials: .presented(user: target.username, password: target.password), claim: nil) {
+        case .refused(.credentials):
+            return refuse(Int32(SRT_REJX_UNAUTHORIZED), "authentication failed: \(target.path) needs the provision's credentials")
+        case let .refused(.policy(status, reason)):
             let code: Int32 = switch status {
             case 404: Int32(SRT_REJX_NOTFOUND)
             case 403: Int32(SRT_REJX_FORBIDDEN)
@@ -184,14 +187,10 @@ public final class SRTService: @unchecked Sendable {
             default: Int32(SRT_REJX_OVERLOAD)
             }
             return refuse(code, reason)
-        case let .accept(accepted):
-            sink = accepted
-        }
-        // The claim waits for the connection: a handshake may still fail after this (a wrong
-        // passphrase is found later), and a failed one must not hold the stream meanwhile.
-        guard slots.canClaimPublisher(target.path, takeoverSilence: configuration.publisherTakeoverSilence) else {
-            sink.end(reason: "refused: already published")
+        case .refused(.alreadyPublished):
             return refuse(Int32(SRT_REJX_CONFLICT), "\(target.path) already has a publisher")
+        case let .admitted(accepted, _):
+            sink = accepted
         }
         let claim = "srt-\(socket)"
         let activity = PublisherActivity(clock: configuration.clock)
@@ -241,18 +240,16 @@ public final class SRTService: @unchecked Sendable {
                 continue
             }
             let path = admission.target.path
-            let claimed = slots.claimOrTakeOver(path, session: admission.claim, takeoverSilence: configuration.publisherTakeoverSilence,
-                                                   revoke: { [weak self] reason in self?.revoke(socket, reason: reason) },
-                                                   silence: { admission.lastMedia.silence })
-            guard claimed.claimed else {
+            let claim = PublishGate.Claim(session: admission.claim, revoke: { [weak self] reason in self?.revoke(socket, reason: reason) },
+                                          silence: { admission.lastMedia.silence })
+            guard let tookOver = gate.claim(claim, path: path) else {
                 // Another publisher claimed the stream between this one's handshake and now.
                 logger.info("SRT publish refused: \(path) already has a publisher", metadata: ["srt.peer": "\(admission.address)"])
                 state.withLock { $0.release(address: admission.address) }
                 srt_close(socket)
-                admission.sink.end(reason: "refused: already published")
                 continue
             }
-            if claimed.tookOver { logger.info("publisher takes over a silent session", metadata: ["stream.guid": "\(path)"]) }
+            if tookOver { logger.info("publisher takes over a silent session", metadata: ["stream.guid": "\(path)"]) }
             var no: Int32 = 0
             srt_setsockflag(socket, SRTO_RCVSYN, &no, Int32(MemoryLayout<Int32>.size))
             var events = Int32(SRT_EPOLL_IN.rawValue | SRT_EPOLL_ERR.rawValue)

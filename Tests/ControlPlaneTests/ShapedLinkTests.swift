@@ -126,6 +126,7 @@ import TestSupport
                                                    end: gstreamerEnd)
             gstreamerResult.withLock { $0 = playback }
         }
+        let gstreamerStarted = Date()
         let gstreamerPlayer = try start { gstreamerThread.start() }
         var ffmpegUDP: Background?
         let udpPlayer = try start {
@@ -196,6 +197,7 @@ import TestSupport
         ffmpegUDP?.stop()
         ffmpegPinned?.stop()
         gstreamerEnd.end()
+        let gstreamerSeconds = Date().timeIntervalSince(gstreamerStarted)
         _ = waitUntil(timeout: 60) { gstreamerResult.withLock { $0 } != nil }
         // Decoded across every switch: ffmpeg took every packet, its decoder reports nothing; GStreamer reports nothing.
         #expect(ffmpegTCP?.errors.isEmpty == true, "ffmpeg over TCP: \(ffmpegTCP?.errors.suffix(2000) ?? "")")
@@ -205,7 +207,11 @@ import TestSupport
             .reduce(into: [String]()) { if $0.last != $1 { $0.append($1) } }
         #expect(sizes.first == "1280x720" && sizes.last == "1280x720" && sizes.contains("854x480") && sizes.contains("640x360"), "\(sizes)")
         let gstreamer = try #require(gstreamerResult.withLock { $0 })
-        #expect(gstreamer.errors.isEmpty && gstreamer.reachedEnd && gstreamer.pictures > 900, "\(gstreamer.summary)")
+        // It played throughout: at least 60 % of its seconds' pictures (moves down skip to the
+        // next IDR, and what a narrow link delayed is still on its way at the end).
+        #expect(gstreamer.errors.isEmpty && gstreamer.reachedEnd && Double(gstreamer.pictures) > 0.6 * 30 * gstreamerSeconds,
+                "\(gstreamerSeconds) s: \(gstreamer.summary)")
+        print("GStreamer over the step: \(gstreamer.pictures) pictures in \(Int(gstreamerSeconds)) s")
 
         // Operators see the moves: events in the job's history, and the switch counters.
         let history = ((try node.http("GET", "/v1/jobs/live/stream1")).json as? [String: Any])?["history"] as? [[String: Any]] ?? []

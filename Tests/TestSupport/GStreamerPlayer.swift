@@ -26,6 +26,11 @@ public struct RTSPSourcePlayback: Sendable {
 /// Ends a playback before its sink has all its pictures, the way a user stops gst-launch: SIGINT,
 /// which `-e` turns into an end of stream, so the pipeline closes as it would at its last picture.
 public final class PlaybackEnd: @unchecked Sendable {
+    /// Runs its arguments with SIGINT unblocked and at its default action.
+    static let withSIGINT = ["/usr/bin/python3", "-c",
+                             "import os, signal, sys; signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT]); "
+                             + "signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])"]
+
     private let lock = NSLock()
     private var process: Process?
     private var ended = false
@@ -59,9 +64,12 @@ public func playWithRTSPSource(_ url: String, protocols: String, pictures: Int,
                                launcher: [String] = [], end: PlaybackEnd? = nil) throws -> RTSPSourcePlayback {
     // -v prints one "last-message = chain" line per buffer the fakesink takes; rtspsrc's DEBUG log
     // shows whether the server answered the TEARDOWN (what tells its shutdown race from a dropped connection).
-    let pipeline = (end == nil ? [] : ["-e"]) + ["-v", "rtspsrc", "location=\(url)", "protocols=\(protocols)", "!", "rtph264depay", "!"] + decode
+    let pipeline = ["-v", "rtspsrc", "location=\(url)", "protocols=\(protocols)", "!", "rtph264depay", "!"] + decode
         + ["!", "fakesink", "silent=false", "num-buffers=\(pictures)", "sync=false"]
-    let result = try runProcess("/bin/sh", ["-c", "GST_DEBUG=rtspsrc:5 GST_DEBUG_NO_COLOR=1 exec \"$@\" 2>&1", "sh"] + launcher + ["gst-launch-1.0"] + pipeline,
+    // To be ended early it runs with `-e`, and with SIGINT as a shell gives it: the test runner
+    // blocks SIGINT, and a child inherits that mask.
+    let program = end == nil ? ["gst-launch-1.0"] : PlaybackEnd.withSIGINT + ["gst-launch-1.0", "-e"]
+    let result = try runProcess("/bin/sh", ["-c", "GST_DEBUG=rtspsrc:5 GST_DEBUG_NO_COLOR=1 exec \"$@\" 2>&1", "sh"] + launcher + program + pipeline,
                                 timeout: timeout, started: end.map { end in { end.started($0) } })
     let output = result.stdout
     let sinkLines = output.split(separator: "\n").filter { $0.contains("GstFakeSink:fakesink0: last-message = chain") }
