@@ -17,6 +17,12 @@ ff -f lavfi -i "$(video 1280x720 30 4)" -f lavfi -i "$audio" -shortest \
    "${x264[@]}" -g 60 -keyint_min 60 -b:v 1500k -maxrate 1500k -bufsize 1500k \
    -c:a aac -b:a 96k -movflags +faststart 720p30-h264-aac.mp4
 
+# 1b. The same clip at 640x360 (600 kbit/s): the top of the small ladder, for tests about a
+#     protocol or a publisher rather than a ladder's sizes (a quarter of the decoding and scaling).
+ff -f lavfi -i "$(video 640x360 30 4)" -f lavfi -i "$audio" -shortest \
+   "${x264[@]}" -g 60 -keyint_min 60 -b:v 600k -maxrate 600k -bufsize 600k \
+   -c:a aac -b:a 96k -movflags +faststart 360p30-h264-aac.mp4
+
 # 2. A source that changes size mid-stream (640x360 then 960x540, 2 s each) in MPEG-TS,
 #    as a publisher switching cameras would send it.
 ff -f lavfi -i "$(video 640x360 30 2)" -f lavfi -i "$audio" -shortest \
