@@ -141,7 +141,10 @@ import TestSupport
         try player.run()
         let playerStarted = Date()
         defer { stopProcess(player, signal: SIGKILL) }
-        Thread.sleep(forTimeInterval: 3)
+        // Playing before the drain begins: the node lists it.
+        #expect(c.waitFor(timeout: 15) {
+            !((((try? c.http("GET", "/v1/jobs/live/stream1"))?.json as? [String: Any])?["players"] as? [[String: Any]]) ?? []).isEmpty
+        }, "the player never started on node 3")
         kill(c.process.processIdentifier, SIGTERM)
         #expect(c.waitFor(timeout: 3) { !Self.ready(c) }, "SIGTERM moves the node to SOFT_SUNSET")
         let draining = try Self.nodeRequest(a, "/as/v1/streams/stream/default/publish/live/stream2_1?transcode=true")

@@ -95,9 +95,12 @@ import TestSupport
         #expect(try node.http("GET", "/hls/live/paid/paid_2/\(bare)").status == 401, "a segment without the token gets nothing")
         #expect(try node.http("GET", "/hls/live/other/master.m3u8").status == 200, "an open ladder's HLS is unchanged")
         // The short token's HLS session goes on after it expires.
-        let shortMaster = try node.http("GET", "/hls/live/paid/master.m3u8?token=\(try #require(try Self.mint(node, auth, "live/paid", body: #"{"expiresIn": 2}"#)["token"] as? String))")
+        let shortToken = try #require(try Self.mint(node, auth, "live/paid", body: #"{"expiresIn": 2}"#)["token"] as? String)
+        let shortMaster = try node.http("GET", "/hls/live/paid/master.m3u8?token=\(shortToken)")
         let shortVariant = try #require(shortMaster.body.split(separator: "\n").first { !$0.hasPrefix("#") && $0.contains("paid_2") }.map(String.init))
-        Thread.sleep(forTimeInterval: 3)
+        // Once the token has expired (a new session with it is refused)...
+        #expect(waitUntil(timeout: 10, every: 0.25) { [401, 403].contains((try? node.http("GET", "/hls/live/paid/master.m3u8?token=\(shortToken)"))?.status ?? 0) },
+                "the 2-s token never expired")
         #expect(try node.http("GET", "/hls/live/paid/\(shortVariant)").status == 200, "the session outlives the viewer's token")
 
         // Deleted and provisioned again: every token minted before is refused.
