@@ -21,7 +21,9 @@ seconds (a player that starts after 1 s of media and stalls when the next pictur
 growth (how much further behind live it ended than it started, in median seconds over the first
 and last 10 s), decoder errors, and switches (from the node's job view); for step players also
 how long after each step the node decided to move it (its `playerSwitched` event) and how long
-until the move landed (the first picture with the new rung's SPS). Output: one JSON object per
+until the move landed (the first picture with the new rung's SPS); after a fall, also how long
+until the node had it on a rung the new link carries by the node's own down thresholds (0 when
+an earlier move had already put it there). Output: one JSON object per
 player on standard output.
 
     edge-players.py RTSP_PORT STREAM HTTP_BASE SECONDS PLAYERS.json
@@ -286,17 +288,51 @@ for player in players:
         player.finish()
 for player in players:
     player.join(timeout=3)  # the frame in hand written whole
+def down_thresholds():
+    """Each level's down threshold (bit/s), from the hints the node publishes and switches by."""
+    try:
+        with urllib.request.urlopen(f"{http_base}/v1/streams/{stream}/abr", timeout=5) as reply:
+            return {v["abrLevel"]: v["downswitchBelowBitRate"] for v in json.load(reply).get("variants", [])}
+    except Exception:
+        return {}
+
+
+def carried_level(thresholds, kbps):
+    """The highest rung (lowest level number) a link of `kbps` carries by those thresholds; the lowest rung if none."""
+    fitting = [level for level, below in thresholds.items() if below <= kbps * 1000]
+    return min(fitting) if fitting else max(thresholds, default=None)
+
+
+thresholds = down_thresholds()
 for player in players:
     result = player.report(start, delivered[player.name] - base[player.name])
     if player.spec.get("step"):
         reactions = []
         changes = player.changes
+        # The node's decisions for this player, in order: (time, level it moved to).
+        decisions = [(at, int(m.group(1))) for at, detail in moves if detail.startswith(f"session {player.session} ")
+                     for m in [re.search(r" to \S+_(\d+): ", detail)] if m]
         for (second, kbps, wall), following in zip(changes[1:], changes[2:] + [(seconds, None, float("inf"))]):
             moved = [at for at, level in player.levels if second <= at < following[0] and at > second]
-            decided = [at for at, detail in moves if detail.startswith(f"session {player.session} ") and wall <= at < following[2]]
+            decided = [at for at, _ in decisions if wall <= at < following[2]]
             landed = [at for at in player.sps_changes if wall <= at < following[2]]
-            reactions.append({"at": second, "kbps": kbps, "levelChangedAfter": round(moved[0] - second, 1) if moved else None,
-                              "decidedAfter": round(decided[0] - wall, 2) if decided else None,
-                              "landedAfter": round(landed[0] - wall, 2) if landed else None})
+            reaction = {"at": second, "kbps": kbps, "levelChangedAfter": round(moved[0] - second, 1) if moved else None,
+                        "decidedAfter": round(decided[0] - wall, 2) if decided else None,
+                        "landedAfter": round(landed[0] - wall, 2) if landed else None}
+            # After a fall: how long until the node had put the player on a rung the new link
+            # carries by its own down thresholds (0 when it was on one already). The first
+            # decision alone says nothing of a player an earlier move had already taken down.
+            previous = changes[changes.index((second, kbps, wall)) - 1][1]
+            target = carried_level(thresholds, kbps)
+            if kbps < previous and target is not None:
+                before = [level for at, level in decisions if at < wall]
+                level = before[-1] if before else next((lv for at, lv in reversed(player.levels) if at <= second), 1)
+                reaction["carriedLevel"] = target
+                if (level or 1) >= target:
+                    reaction["onCarriedRungAfter"] = 0.0
+                else:
+                    reached = [at for at, to in decisions if wall <= at < following[2] and to >= target]
+                    reaction["onCarriedRungAfter"] = round(reached[0] - wall, 2) if reached else None
+            reactions.append(reaction)
         result["reactions"] = reactions
     print(json.dumps(result))

@@ -7,7 +7,8 @@
 # against what an oracle knowing the next 3 s of the link would have (abr-worker simulate on the
 # same ladder's segments and the same window), freeze seconds beyond those the link could not
 # carry the lowest rung, lag growth, switches and decoder errors; for the step players how long
-# each move took; and, under each figure, the median and the worst case.
+# each move took and, after each fall, how long until they were on a rung the new link carries by
+# the node's own down thresholds; and, under each figure, the median and the worst case.
 #
 #   Benchmarks/edge.sh [N]     (default 2 windows; ./abr bench edge runs it; needs root for ip netns/tc)
 #
@@ -136,6 +137,7 @@ for p in players:
     name = p["player"].split("|")[0] + ("" if kind == "reader" else f" ({kind})")
     if p["player"].startswith("step"):
         moves = "; ".join(f"{r['kbps']} kbit/s at {r['at']} s: decided {r.get('decidedAfter')} s, landed {r.get('landedAfter')} s"
+                          + (f", on a rung it carries (level {r['carriedLevel']}) {r.get('onCarriedRungAfter')} s" if "carriedLevel" in r else "")
                           for r in p.get("reactions", []))
         print(f"| step | {p['model']} | step | {p['deliveredKbps']} kbit/s | – | – | {p['freezeSeconds']} | 0 | {p['lagGrowthSeconds']} | {p['switches']} | {p['decoderErrors']} |")
         print(f"|  | | {moves} | | | | | | | | |")
