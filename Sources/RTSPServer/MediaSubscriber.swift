@@ -14,6 +14,12 @@ import Synchronization
 final class MediaSubscriber: Sendable {
     private let transport: PlayerTransport
     private let state: Mutex<State>
+    /// Held from numbering a picture's (or an audio frame's) packets to handing them to the
+    /// transport. Pictures come from more than one thread: the current and the target stream's
+    /// writers during a switch, the catch-up pacer. Numbered under `state` and sent after it, a
+    /// target's IDR could overtake the current rung's last picture, and the player saw sequence
+    /// numbers and timestamps go back (seen once in CI).
+    private let delivery = Mutex<Void>(())
     private let onEnd: @Sendable () -> Void
     let hasVideo: Bool
     let hasAudio: Bool
@@ -285,6 +291,11 @@ final class MediaSubscriber: Sendable {
     }
 
     private func deliver(_ picture: SharedPicture) {
+        delivery.withLock { _ in deliverInOrder(picture) }
+    }
+
+    /// `deliver`'s work, under `delivery`.
+    private func deliverInOrder(_ picture: SharedPicture) {
         let (sourceTicks, isKeyframe) = (picture.ticks, picture.isKeyframe)
         let backlog = transport.pendingBytes
         var outputTicks: Int64 = 0
@@ -323,6 +334,11 @@ final class MediaSubscriber: Sendable {
 
     func sendAudio(_ payload: ByteBuffer, ticks: Int64, from stream: LiveStream) {
         guard hasAudio else { return }
+        delivery.withLock { _ in sendAudioInOrder(payload, ticks: ticks, from: stream) }
+    }
+
+    /// `sendAudio`'s work, under `delivery`: the stream left and the one switched to both write audio.
+    private func sendAudioInOrder(_ payload: ByteBuffer, ticks: Int64, from stream: LiveStream) {
         let packet: RTPPacket? = state.withLock { state in
             // Every rung carries the same audio: it comes from the stream the player gets now.
             guard state.current == nil || stream === state.current else { return nil }
