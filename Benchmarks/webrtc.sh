@@ -16,7 +16,9 @@
 #   a mean in kbit/s each window is scaled to; default own), BURST (htb burst, bytes, default
 #   16384), QUEUE (packets, default 100), VIEWERS (the cost phases' N, default 20; 0 skips them),
 #   PHASE_SECONDS (default 30), CLEAN_MINUTES (4 viewers on a wide link for that long, counting
-#   switches and dropped pictures; default 0: skipped), WORKER (another abr-worker binary).
+#   switches and dropped pictures; default 0: skipped), CLEAN_STREAM (what those four play, default
+#   live/edge_1: the top, adaptive; live/edge_3?abr=off pins 360p, which four software decoders
+#   keep up with on a small machine), WORKER (another abr-worker binary).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source Benchmarks/common.sh
@@ -29,6 +31,7 @@ queue=${QUEUE:-100}
 viewers=${VIEWERS:-20}
 phase=${PHASE_SECONDS:-30}
 clean_minutes=${CLEAN_MINUTES:-0}
+clean_stream=${CLEAN_STREAM:-live/edge_1}
 work=Benchmarks/work/webrtc
 # One run at a time: a second one would write its links' logs into the same folder.
 mkdir -p Benchmarks/work
@@ -162,7 +165,7 @@ if [ "$clean_minutes" -gt 0 ]; then
   shape 100000
   clean_viewers=()
   for index in 1 2 3 4; do
-    inside python3 Tests/Peers/chromium-whep-check.py "http://127.0.0.1:$http/play/live/edge_1" $((clean_minutes * 60)) 0 \
+    inside python3 Tests/Peers/chromium-whep-check.py "http://127.0.0.1:$http/play/$clean_stream" $((clean_minutes * 60)) 0 \
       >"$work/clean-$index.jsonl" 2>/dev/null &
     clean_viewers+=($!)
   done
@@ -251,7 +254,7 @@ if cost:
 clean = [f"{work}/clean-{i}.jsonl" for i in range(1, 5) if os.path.exists(f"{work}/clean-{i}.jsonl")]
 if clean:
     finals = [rows(p)[-1] for p in clean if rows(p)]
-    print(f"\nClean links, {len(finals)} viewers: dropped pictures {[f.get('framesDropped', 0) for f in finals]}, "
+    print(f"\nClean links, {len(finals)} viewers of {os.environ.get('CLEAN_STREAM', 'live/edge_1')}: dropped pictures {[f.get('framesDropped', 0) for f in finals]}, "
           f"frozen s {[round(f.get('totalFreezesDuration', 0), 1) for f in finals]}, widths {[f.get('frameWidth') for f in finals]}, "
           f"packets lost {[f.get('packetsLost', 0) for f in finals]}, moves while they played: "
           f"{(lambda a, b: b - a)(*map(int, open(f'{work}/clean-moves.txt').read().split())) if os.path.exists(f'{work}/clean-moves.txt') else '?'}")

@@ -10,8 +10,9 @@
 /// - **Down, fast and as far as needed.** A sample whose estimate (measured while the sender
 ///   waited) is below the rung's down threshold while media waits (`downBacklog`) counts as bad,
 ///   and so does loss of `lossForDown` or more. After `downHold` seconds of bad samples, or at
-///   once when the estimate falls under `shortfall` of the rung's rate (two samples in a row under
-///   half of it, whatever waits) or the player's backlog passes `backlogForDown` seconds, the
+///   once when the estimate falls under `shortfall` of the rung's rate (not on the reading right
+///   after one over the down threshold: a burst's debt; two samples in a row under half of it,
+///   whatever waits) or the player's backlog passes `backlogForDown` seconds, the
 ///   player moves to the highest rung the best of those bad samples carries, several rungs at a
 ///   time when the link collapsed. A backlog the new rung would drain only slowly is dropped with
 ///   the move (`slowDrainSeconds`).
@@ -174,6 +175,9 @@ public struct SwitchingPolicy: Sendable {
     private var collapsedSamples = 0
     /// Since `badSince`: consecutive samples under `shortfall` of the rung's rate.
     private var shortSamples = 0
+    /// The last bad sample read short but was given the benefit of the doubt: the next short one counts.
+    private var shortDoubted = false
+    private var lastMoveAt = -Double.infinity
     private var bestWhileBad: Double?
     private var cleanSince: Double?
     private var currentUpHold = 6.0
@@ -182,6 +186,8 @@ public struct SwitchingPolicy: Sendable {
     private var probe: (level: Int, until: Double, best: Double)?
     private var lastSkip: Double?
     private var previousBacklog: Double?
+    /// The previous sample's estimate of the full link (nil when it was app-limited).
+    private var previousSaturated: Double?
     /// Until then, the backlog left by the last move is not held against the new rung.
     private var settledAt = -Double.infinity
     /// Seconds a move gives the old rung's queued media to drain. The old rung goes on until the
@@ -260,7 +266,10 @@ public struct SwitchingPolicy: Sendable {
         // An app-limited sample says only that the link carries at least that much.
         if let measured = sample.estimate, !sample.appLimited || measured > (estimate ?? 0) { estimate = measured }
 
-        defer { previousBacklog = sample.backlogSeconds }
+        defer {
+            previousBacklog = sample.backlogSeconds
+            previousSaturated = sample.appLimited ? nil : sample.estimate
+        }
         // Live first: a player this far behind on the lowest rung skips ahead.
         if sample.backlogSeconds > maximumLag {
             if level == lowest.level {
@@ -369,6 +378,7 @@ public struct SwitchingPolicy: Sendable {
                 badSince = now
                 collapsedSamples = 0
                 shortSamples = 0
+                shortDoubted = false
                 bestWhileBad = nil
             }
             // One sample can catch TCP in loss recovery or a reader's hiccup: a collapse is two in a
@@ -380,7 +390,22 @@ public struct SwitchingPolicy: Sendable {
             // A link measured saturated over half a second (`LinkEstimator`: several bursts'
             // worth, and a burst only raises it) well short of the rung's own rate cannot carry it:
             // every second spent deciding adds to the queue the next rung has to drain.
-            let short = measured.map { $0 < Double(current.bitRate) * shortfall } ?? false
+            // But a shaped link owes what it burst: right after a reading of the full link at or
+            // over the rung's down threshold, one reading well under the rung may be that debt (a
+            // 16 KB-burst link shaped to 1.39 Mbit/s read 1.74 and then 0.675 Mbit/s, half a second
+            // apart, with no loss and data in flight throughout, and moved a reader off a rung it
+            // carried). A link that falls reads in between first, the estimator's windows
+            // overlapping by half, unless it falls to a fraction of the rung; so a short reading
+            // straight after a good one waits for the next, which still counts it bad meanwhile.
+            // Not within `settleTime` of a move, though: a link still falling after a move down
+            // reads "good" against the lower rung's threshold and then short (a 3G link going
+            // 846 → 568 → 250 kbit/s froze a reader 1.5 s while the doubt held it on 360p).
+            let afterGoodReading = previousSaturated.map { $0 >= Double(current.downswitchBelow) } ?? false
+            let underRate = measured.map { $0 < Double(current.bitRate) * shortfall } ?? false
+            let settledOnRung = now - lastMoveAt >= settleTime
+            let doubtful = underRate && !shortDoubted && settledOnRung && afterGoodReading
+            shortDoubted = doubtful
+            let short = underRate && !doubtful
             shortSamples = short ? shortSamples + 1 : 0
             let collapse = collapsedSamples >= 2 || short
             let persistent = now - badSince! >= downHold
@@ -472,6 +497,7 @@ public struct SwitchingPolicy: Sendable {
         if lastMoveWasDown { probeAftermathUntil = now + probeAftermath }
         level = target.level
         switches += 1
+        lastMoveAt = now
         settledAt = now + settleTime
         badSince = nil
         cleanSince = nil

@@ -121,7 +121,10 @@ final class PlayerAdaptation: Sendable {
             outbox.setLimit(LinkEstimator.outstandingLimit(receivedBitRate: state.estimator.receivedRate(over: 2),
                                                            sendingBitRate: Double(current.bitRate) + (probing ? state.probeBitRate : 0), probing: probing))
             logger.trace("sample", metadata: ["estimate": "\(Int(sample.estimate ?? -1))", "received": "\(Int(sample.received ?? -1))",
-                                              "backlog": "\(sample.backlogSeconds)", "waiting": "\(observation.senderWaiting)"])
+                                              "backlog": "\(sample.backlogSeconds)", "waiting": "\(observation.senderWaiting)",
+                                              "retransmitted": "\(info.totalRetransmissions)", "cwnd": "\(info.congestionWindow)",
+                                              "unacked": "\(info.unackedSegments)", "notSent": "\(info.notSentBytes)", "held": "\(outbox.heldBytes)",
+                                              "rate": "\(info.deliveryRate * 8)\(info.deliveryRateAppLimited ? " app-limited" : "")"])
             return sample
         }
     }

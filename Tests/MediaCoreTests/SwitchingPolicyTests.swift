@@ -241,6 +241,63 @@ import Testing
         }
     }
 
+    /// A bursty shaper owes what it burst: one reading well under the rung straight after a reading
+    /// of the full link over its down threshold moves no one (`Benchmarks/RESULTS.md`, 2026-11-28:
+    /// 1.74 then 0.675 Mbit/s on a link shaped to 1.39); a second such reading does, and a link
+    /// that falls, read in between first, moves the player at its first short reading as before,
+    /// as does one still falling right after a move down.
+    @Test func aShortReadingRightAfterAGoodOneWaitsForTheNext() {
+        /// A player on `level` for 4 s of a link that carried its rung with room, the sender never waiting.
+        func settled(on level: Int, rate: Double, time: inout Double) -> SwitchingPolicy {
+            var policy = SwitchingPolicy(rungs: Self.rungs, startingAt: level)
+            for _ in 0..<8 {
+                time += 0.5
+                _ = policy.observe(.init(time: time, estimate: rate, appLimited: true, received: rate * 1.05))
+            }
+            return policy
+        }
+        func run(_ readings: [Double]) -> [SwitchingPolicy.Decision] {
+            var time = 0.0
+            var policy = settled(on: 2, rate: 1_000_000, time: &time)
+            return readings.map { reading in
+                time += 0.5
+                return policy.observe(.init(time: time, estimate: reading, backlogSeconds: 0.45, received: 1_100_000))
+            }
+        }
+        let rung = Self.rungs[1]
+        let (good, debt) = (Double(rung.downswitchBelow) * 1.5, Double(rung.bitRate) * 0.65)
+        #expect(run([good, debt, good * 0.8, good]) == [.stay, .stay, .stay, .stay], "a burst and its debt")
+        let twice = run([good, debt, debt])
+        #expect(twice.prefix(2) == [.stay, .stay])
+        guard case .switchTo(3, _, _) = twice[2] else {
+            Issue.record("expected a move to level 3 on the second short reading, got \(twice[2])")
+            return
+        }
+        let inBand = Double(rung.bitRate) * 0.9
+        let fall = run([good, inBand, debt])
+        #expect(fall.prefix(2) == [.stay, .stay])
+        guard case .switchTo(3, _, _) = fall[2] else {
+            Issue.record("expected a move to level 3 on a fall's first short reading, got \(fall[2])")
+            return
+        }
+        // A link still falling after a move down reads good against the lower rung, then short:
+        // no doubt so soon after a move.
+        var time = 0.0
+        var falling = settled(on: 1, rate: 2_000_000, time: &time)
+        time += 0.5
+        guard case .switchTo(2, _, _) = falling.observe(.init(time: time, estimate: 1_300_000, backlogSeconds: 0.45, received: 1_900_000)) else {
+            Issue.record("expected the top's player to move to level 2")
+            return
+        }
+        time += 0.5
+        #expect(falling.observe(.init(time: time, estimate: good, backlogSeconds: 0.45, received: 1_700_000)) == .stay)
+        time += 0.5
+        guard case .switchTo(3, _, _) = falling.observe(.init(time: time, estimate: debt, backlogSeconds: 0.45, received: 1_500_000)) else {
+            Issue.record("expected a move to level 3 at the first short reading after a move")
+            return
+        }
+    }
+
     /// Before a saturated run is long enough to measure, a queue that grows and a transport rate
     /// sample of the full link well under the rung move the player down; either alone does not.
     @Test func aGrowingQueueAndALowRateSampleMoveThePlayerDownEarly() {
