@@ -266,9 +266,11 @@ public struct SwitchingPolicy: Sendable {
         // An app-limited sample says only that the link carries at least that much.
         if let measured = sample.estimate, !sample.appLimited || measured > (estimate ?? 0) { estimate = measured }
 
+        // A probe's padding fills the link on top of the media, so what it reads is no sign of a burst.
+        let probingBefore = probe != nil
         defer {
             previousBacklog = sample.backlogSeconds
-            previousSaturated = sample.appLimited ? nil : sample.estimate
+            previousSaturated = sample.appLimited || probingBefore ? nil : sample.estimate
         }
         // Live first: a player this far behind on the lowest rung skips ahead.
         if sample.backlogSeconds > maximumLag {
@@ -399,7 +401,10 @@ public struct SwitchingPolicy: Sendable {
             // straight after a good one waits for the next, which still counts it bad meanwhile.
             // Not within `settleTime` of a move, though: a link still falling after a move down
             // reads "good" against the lower rung's threshold and then short (a 3G link going
-            // 846 → 568 → 250 kbit/s froze a reader 1.5 s while the doubt held it on 360p).
+            // 846 → 568 → 250 kbit/s froze a reader 1.5 s while the doubt held it on 360p). Nor
+            // after a reading taken while probing (`previousSaturated` is nil then): a step player
+            // whose link fell to 650 kbit/s as a probe ended read 1.56 Mbit/s at its end, and the
+            // doubt held it on 480p for 2.3 s.
             let afterGoodReading = previousSaturated.map { $0 >= Double(current.downswitchBelow) } ?? false
             let underRate = measured.map { $0 < Double(current.bitRate) * shortfall } ?? false
             let settledOnRung = now - lastMoveAt >= settleTime

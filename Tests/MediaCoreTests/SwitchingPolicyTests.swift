@@ -280,6 +280,22 @@ import Testing
             Issue.record("expected a move to level 3 on a fall's first short reading, got \(fall[2])")
             return
         }
+        // A link that falls as a probe ends: the probe's last reading is high, its padding on top
+        // of the media, and the next one short. No doubt after a probe's reading either.
+        var probing = SwitchingPolicy(rungs: Self.rungs, startingAt: 2)
+        var probeTime = 0.0
+        guard case .probe = Self.untilItProbes(&probing, time: &probeTime, rate: 1_050_000) else {
+            Issue.record("expected a probe")
+            return
+        }
+        probeTime += 0.5
+        _ = probing.observe(.init(time: probeTime, estimate: good, backlogSeconds: 0.8, received: 1_100_000))
+        #expect(!probing.isProbing, "the probe ends on its queue")
+        probeTime += 0.5
+        guard case .switchTo(3, _, _) = probing.observe(.init(time: probeTime, estimate: debt, backlogSeconds: 0.45, received: 1_000_000)) else {
+            Issue.record("expected a move to level 3 at the first short reading after a probe")
+            return
+        }
         // A link still falling after a move down reads good against the lower rung, then short:
         // no doubt so soon after a move.
         var time = 0.0
