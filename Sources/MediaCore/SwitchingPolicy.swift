@@ -177,6 +177,7 @@ public struct SwitchingPolicy: Sendable {
     private var shortSamples = 0
     /// The last bad sample read short but was given the benefit of the doubt: the next short one counts.
     private var shortDoubted = false
+    /// When the player last moved (unlike `settledAt`, which a probe's end also pushes back).
     private var lastMoveAt = -Double.infinity
     private var bestWhileBad: Double?
     private var cleanSince: Double?

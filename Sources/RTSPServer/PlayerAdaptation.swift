@@ -124,7 +124,7 @@ final class PlayerAdaptation: Sendable {
                                               "backlog": "\(sample.backlogSeconds)", "waiting": "\(observation.senderWaiting)",
                                               "retransmitted": "\(info.totalRetransmissions)", "cwnd": "\(info.congestionWindow)",
                                               "unacked": "\(info.unackedSegments)", "notSent": "\(info.notSentBytes)", "held": "\(outbox.heldBytes)",
-                                              "rate": "\(info.deliveryRate * 8)\(info.deliveryRateAppLimited ? " app-limited" : "")"])
+                                              "rate": "\(info.deliveryRate &* 8)\(info.deliveryRateAppLimited ? " app-limited" : "")"])
             return sample
         }
     }
