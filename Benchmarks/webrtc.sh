@@ -123,14 +123,42 @@ for index in $(seq 0 $((count - 1))); do
   echo "   $name done" >&2
 done
 
-# The oracle on the same windows and the same ladder's segments.
-: >"$work/oracle.jsonl"
-if ls "$work"/windows/*.json >/dev/null 2>&1; then
-  oracle_traces=()
-  for file in "$work"/windows/*.json; do oracle_traces+=(--trace "$file"); done
-  "$worker" simulate "$work/data/hls/live/edge" "${oracle_traces[@]}" --window "$seconds" --start 0 --level 1 --json \
-    >"$work/oracle.jsonl" 2>/dev/null || true
-fi
+# The oracle on the same windows and the same ladder's segments. It sends video alone; the
+# viewer's link also carried its Opus, so a second oracle gets each window less the audio's rate
+# on the wire as the viewer received it (payload, RTP headers, and 44 bytes a packet of SRTP tag,
+# UDP and IP): the best any sender of the same stream could have done over that link.
+python3 - "$work" <<'PY'
+import json, os, sys
+work = sys.argv[1]
+links = json.load(open(f"{work}/links.json"))
+os.makedirs(f"{work}/windows-less-audio", exist_ok=True)
+for index, link in enumerate(links):
+    path = f"{work}/chromium-{index}.jsonl"
+    if link["name"] == "step" or not os.path.exists(path):
+        continue
+    rows = [json.loads(l) for l in open(path) if l.startswith("{") and '"audioPacketsReceived"' in l]
+    rows = [r for r in rows if r["audioPacketsReceived"] > 0]
+    if len(rows) < 2:
+        continue
+    first, last = rows[0], rows[-1]
+    span = max(0.5, last["t"] - first["t"])
+    wire = sum(last[k] - first[k] for k in ("audioBytesReceived", "audioHeaderBytesReceived")) + 44 * (last["audioPacketsReceived"] - first["audioPacketsReceived"])
+    audio = wire * 8 / span / 1000
+    trace = json.load(open(f"{work}/windows/{link['name']}.json"))
+    json.dump([{"duration_ms": s["duration_ms"], "bandwidth_kbps": max(8, round(s["bandwidth_kbps"] - audio))} for s in trace],
+              open(f"{work}/windows-less-audio/{link['name']}.json", "w"))
+    with open(f"{work}/audio-{index}.txt", "w") as out:
+        out.write(f"{audio:.0f}\n")
+PY
+for kind in windows windows-less-audio; do
+  : >"$work/oracle-$kind.jsonl"
+  if ls "$work/$kind"/*.json >/dev/null 2>&1; then
+    oracle_traces=()
+    for file in "$work/$kind"/*.json; do oracle_traces+=(--trace "$file"); done
+    "$worker" simulate "$work/data/hls/live/edge" "${oracle_traces[@]}" --window "$seconds" --start 0 --level 1 --json \
+      >"$work/oracle-$kind.jsonl" 2>/dev/null || true
+  fi
+done
 
 # The cost: N aiortc viewers of the top (their decoders left out: the node's cost is what is
 # measured, and N decoders would take the machine from it), then N RTSP/TCP players of the top,
@@ -178,10 +206,12 @@ python3 - "$work" "$count" "$seconds" "$cost_line" <<'PY'
 import json, math, os, re, sys, datetime
 work, count, seconds, cost = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 links = json.load(open(f"{work}/links.json"))
-text = open(f"{work}/oracle.jsonl").read().strip()
-oracle = json.loads(text) if text else []
-oracle = oracle if isinstance(oracle, list) else [oracle]
-by_trace = {o["trace"].rsplit("/", 1)[-1].removesuffix(".json"): o for o in oracle}
+def oracles(kind):
+    text = open(f"{work}/oracle-{kind}.jsonl").read().strip() if os.path.exists(f"{work}/oracle-{kind}.jsonl") else ""
+    found = json.loads(text) if text else []
+    found = found if isinstance(found, list) else [found]
+    return {o["trace"].rsplit("/", 1)[-1].removesuffix(".json"): o for o in found}
+by_trace, less_audio = oracles("windows"), oracles("windows-less-audio")
 moves, latency = [], []
 for line in open(f"{work}/serve.log", errors="replace"):
     if "moves to another level" in line and "abr.webrtc" in line:
@@ -189,8 +219,8 @@ for line in open(f"{work}/serve.log", errors="replace"):
         moves.append((stamp, int(re.search(r"from=(\d+)", line).group(1)), int(re.search(r"to=(\d+)", line).group(1))))
 def rows(path):
     return [json.loads(l) for l in open(path) if l.startswith("{") and '"t"' in l and "decoded" not in l]
-print("| link | delivered | oracle (3 s) | delivered/oracle | frozen s | beyond starved | starved s | switches | down / up decided after (±0.5 s) | dropped pictures | PLIs | first picture after the POST | behind the node, p50 / p95 |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+print("| link | delivered | oracle (3 s) | delivered/oracle | audio on the wire | oracle on the link less audio | delivered/that oracle | frozen s | beyond starved | starved s | switches | down / up decided after (±0.5 s) | dropped pictures | PLIs | first picture after the POST | behind the node, p50 / p95 |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for index, link in enumerate(links):
     path = f"{work}/chromium-{index}.jsonl"
     if not os.path.exists(path) or not os.path.exists(f"{work}/began-{index}.txt"):
@@ -226,6 +256,9 @@ for index, link in enumerate(links):
     o = by_trace.get(link["name"], {})
     starved = o.get("starvedSeconds", 0)
     share = f"{delivered / o['oracleKbps']:.0%}" if o.get("oracleKbps") else "–"
+    fair = less_audio.get(link["name"], {})
+    fair_share = f"{delivered / fair['oracleKbps']:.0%}" if fair.get("oracleKbps") else "–"
+    audio = open(f"{work}/audio-{index}.txt").read().strip() + " kbit/s" if os.path.exists(f"{work}/audio-{index}.txt") else "–"
     reaction = "; ".join(reactions) if link["name"] == "step" else "–"
     if link["name"] == "step" and len(changes) > 1:
         wide = sorted(s["playoutLagMs"] for s in inside if s.get("playoutLagMs") is not None and s.get("wall", 0) < changes[1][2])
@@ -233,7 +266,7 @@ for index, link in enumerate(links):
             latency.append(f"publisher to picture on the wide link (the step's first {changes[1][0]} s): "
                            f"median {wide[len(wide) // 2]:.0f} ms, worst {wide[-1]:.0f} ms")
     first_picture = first.get("firstDecodedAfterPost")
-    print(f"| {link['name']} | {delivered:.0f} kbit/s | {o.get('oracleKbps', '–')} | {share} | {frozen:.1f} | {max(0, frozen - starved):.1f} | {starved:.0f} | "
+    print(f"| {link['name']} | {delivered:.0f} kbit/s | {o.get('oracleKbps', '–')} | {share} | {audio} | {fair.get('oracleKbps', '–')} | {fair_share} | {frozen:.1f} | {max(0, frozen - starved):.1f} | {starved:.0f} | "
           f"{len(mine)} | {reaction} | {dropped} | {plis} | {f'{first_picture:.2f} s' if first_picture else '–'} | {lag} |")
 for line in latency:
     print(f"\n{line} (the video's estimatedPlayoutTimestamp in the sender's NTP time, which the node's sender reports set to when it had each picture, against the browser's clock on the same machine)")

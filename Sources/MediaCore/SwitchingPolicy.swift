@@ -71,6 +71,37 @@ public struct SwitchingPolicy: Sendable {
         public static func ladder(_ hints: BandwidthHints) -> [Rung] {
             hints.variants.sorted { $0.abrLevel < $1.abrLevel }.map(Rung.init(hint:))
         }
+
+        /// The rung as a link that also carries `cost` sees it: every rate the policy compares
+        /// with an estimate of the whole link, so the estimate and the rung count the same bytes.
+        public func carrying(_ cost: LinkCost) -> Rung {
+            guard cost != .none else { return self }
+            func onTheWire(_ rate: Int) -> Int { Int((Double(rate) * cost.videoFactor + cost.besides).rounded(.up)) }
+            return Rung(level: level, bitRate: onTheWire(bitRate), upswitchAbove: onTheWire(upswitchAbove),
+                        downswitchBelow: onTheWire(downswitchBelow),
+                        segmentBitRates: segmentBitRates.map { $0 * cost.videoFactor + cost.besides })
+        }
+    }
+
+    /// What a player's link carries for a rung beyond the rung's video (whose rates the hints
+    /// give): the video's headers and encryption, and the audio sent all the while. A WebRTC
+    /// viewer's estimate counts every SRTP byte, Opus at 50 packets a second included (about
+    /// 90 kbit/s on the wire for 64 kbit/s of audio): against the video's rates alone, a
+    /// 568 kbit/s link read as carrying a 500 kbit/s rung it did not, and the viewer froze until
+    /// a second move down.
+    public struct LinkCost: Sendable, Equatable {
+        /// Bytes on the wire per byte of video payload (1: the estimate counts payload only).
+        public var videoFactor: Double
+        /// What the player gets beside the video all the time (bit/s).
+        public var besides: Double
+
+        public static let none = LinkCost(videoFactor: 1, besides: 0)
+
+        /// Nonsense (a factor under 1, a negative rate, NaN) counts as no cost.
+        public init(videoFactor: Double, besides: Double) {
+            self.videoFactor = videoFactor.isFinite && videoFactor >= 1 && videoFactor < 2 ? videoFactor : 1
+            self.besides = besides.isFinite && besides > 0 ? besides : 0
+        }
     }
 
     /// What the transport says about one player's link at one moment.

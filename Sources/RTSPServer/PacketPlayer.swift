@@ -23,10 +23,15 @@ public protocol PacketSink: Sendable {
     /// The video it holds and has not yet sent is dropped, and what it sent is not resent: the
     /// player moves to another rung from that rung's IDR (a flushing move, a skip).
     func dropQueuedVideo()
+    /// What the player's link carries beside each rung's video, as its feedback counts bytes
+    /// (the video's headers and encryption, its audio): the rungs' rates the switching policy
+    /// compares with its estimate.
+    var linkCost: SwitchingPolicy.LinkCost { get }
 }
 
 extension PacketSink {
     public func dropQueuedVideo() {}
+    public var linkCost: SwitchingPolicy.LinkCost { .none }
 }
 
 /// A player of a stream through a `PacketSink`: it starts on the cached GOP's IDR and catches up
@@ -131,6 +136,7 @@ struct SinkTransport: PlayerTransport {
         sink.sendPadding(bytes: bytes)
     }
     var sentMedia: SentMediaLog? { log }
+    var linkCost: SwitchingPolicy.LinkCost { sink.linkCost }
     func dropQueued(paddingOnly: Bool) {
         if !paddingOnly { sink.dropQueuedVideo() }
     }

@@ -101,10 +101,12 @@ final class PlayerAdaptation: Sendable {
 
     private var now: Double { transport.clock.seconds(since: started) }
 
+    /// The ladder's rungs as this player's estimate counts them (`PlayerTransport.linkCost`).
     private var rungs: (all: [SwitchingPolicy.Rung], current: SwitchingPolicy.Rung)? {
         let rungs = ladder.keys.sorted().compactMap { registry.existingStream(ladder[$0]!)?.rung }
         guard rungs.count == ladder.count, let current = subscriber.currentStream?.rung, subscriber.isSwitchable else { return nil }
-        return (rungs, current)
+        let cost = transport.linkCost
+        return (rungs.map { $0.carrying(cost) }, current.carrying(cost))
     }
 
     private func observe(_ info: TCPInfo?) {
@@ -228,7 +230,7 @@ final class PlayerAdaptation: Sendable {
             logger.debug("probing the next level", metadata: ["level": "\(current.level)", "rate": "\(bitRate)"])
             let extra = max(0, bitRate - current.bitRate)
             state.withLock { $0.probeBitRate = Double(extra) }
-            probe(extraBitRate: extra, seconds: probeSeconds)
+            probe(extraBitRate: extra, rungBitRate: current.bitRate, seconds: probeSeconds)
         case .skipToLiveEdge:
             subscriber.skipToNextKeyframe()
             transport.dropQueued(paddingOnly: false)
@@ -236,8 +238,12 @@ final class PlayerAdaptation: Sendable {
         }
     }
 
+    /// Seconds of the rung's media waiting in a paced player's sender above which a probe's
+    /// padding holds off: more than a P-frame, a keyframe leaving at the link's pace.
+    static let pictureWaiting = 0.1
+
     /// Sends `extraBitRate` more for `seconds`, in slices of 100 ms, as RTCP APP padding.
-    private func probe(extraBitRate: Int, seconds: Double) {
+    private func probe(extraBitRate: Int, rungBitRate: Int, seconds: Double) {
         let slice = extraBitRate / 8 / 10
         guard slice > 0 else { return }
         // A datagram player's probe ramps up over its first second: on a link that cannot carry
@@ -251,6 +257,9 @@ final class PlayerAdaptation: Sendable {
                 let (probing, backlog) = state.withLock { (!$0.stopped && $0.policy?.isProbing == true, $0.lastBacklog) }
                 guard probing else { return }
                 if let limit = profile.probeQueueLimit, backlog > limit { return }
+                // A keyframe still leaving the node's pacer goes first: padding beside it overfills
+                // the bottleneck just as the picture most needed arrives.
+                if profile.paced, Double(transport.pendingBytes) * 8 > Double(rungBitRate) * Self.pictureWaiting { return }
                 transport.sendPadding(bytes: ramps ? slice * min(10, index + 1) / 10 : slice)
                 // A probe is watched closely: the sooner a queue is seen building, the less it delays the media.
                 if index > 0 { transport.connectionInfo().whenSuccess { [self] info in observe(info) } }

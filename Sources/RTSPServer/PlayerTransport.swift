@@ -32,6 +32,13 @@ protocol PlayerTransport: Sendable {
     func dropQueued(paddingOnly: Bool)
     /// What the player's timing is measured on: its catch-up, its adaptation, its outbox.
     var clock: NodeClock { get }
+    /// What its link carries beside each rung's video, as its estimate counts it.
+    var linkCost: SwitchingPolicy.LinkCost { get }
+}
+
+extension PlayerTransport {
+    /// RTSP's estimates are compared with the rungs' video rates as they stand.
+    var linkCost: SwitchingPolicy.LinkCost { .none }
 }
 
 /// What was sent to one UDP player, per track: the meters its RTCP receiver reports are checked

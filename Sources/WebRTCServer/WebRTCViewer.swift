@@ -84,6 +84,8 @@ public final class WebRTCViewer: Sendable {
         var reportsSent: [(ntp: UInt32, at: Double)] = []
         var roundTrip: Double?
         var fractionLost: Double?
+        /// What the viewer's link carries beside its rung's video, for the switching policy.
+        var wireCost = WireCostMeter()
     }
 
     init(service: WebRTCService, channel: Channel, path: String, pinned: Bool, plan: WHEPAnswer.Plan, answer: WHEPAnswer,
@@ -318,7 +320,13 @@ public final class WebRTCViewer: Sendable {
             let now = clock.seconds
             for packet in packets {
                 let clear = Self.serialize(packet, payloadType: payloadType, ssrc: ssrc, transportSequence: extensionID.map { ($0, 0) })
-                if track == 0 { state.history.keep(packet) }
+                // SRTP adds its tag: 16 bytes for AES-GCM, 10 for HMAC-SHA1-80; the larger serves both.
+                if track == 0 {
+                    state.history.keep(packet)
+                    state.wireCost.sentVideo(payload: packet.payload.readableBytes, wire: clear.count + 16)
+                } else {
+                    state.wireCost.sentAudio(wire: clear.count + 16, seconds: OpusPacket.duration(packet.payload.readableBytesView))
+                }
                 state.pacer.enqueue(.init(bytes: clear, carriesTransportSequence: extensionID != nil, isVideo: track == 0), at: now)
             }
             // Whoever finds the pacer idle starts it; `pace()` stops exactly when it says so.
@@ -508,6 +516,7 @@ struct ViewerSink: PacketSink {
     func send(_ packets: [RTPPacket], track: Int) { viewer.sendMedia(packets, track: track) }
     func send(_ rtcp: RTCPPacket, track: Int) { viewer.sendControl(rtcp, track: track) }
     var pendingBytes: Int { viewer.pacedBytes }
+    var linkCost: SwitchingPolicy.LinkCost { viewer.linkCost }
     func close() {}
     func sendPadding(bytes: Int) { viewer.sendPadding(bytes: bytes) }
     func dropQueuedVideo() { viewer.dropQueuedVideo() }
@@ -518,6 +527,7 @@ extension WebRTCViewer {
     var eventLoop: EventLoop { channel.eventLoop }
     /// Media waiting in the pacer: the viewer's backlog, as the player's adaptation sees it.
     var pacedBytes: Int { state.withLock { $0.pacer.queuedBytes } }
+    var linkCost: SwitchingPolicy.LinkCost { state.withLock { $0.wireCost.cost } }
 
     /// The player was moved down with a flush (or skipped): its rung's video still in the pacer
     /// is dropped, and nothing sent before is resent. Both would reach the full link ahead of the

@@ -31,6 +31,34 @@ import Testing
         #expect(Self.rungs[0].upswitchAbove == 2_222_223 && Self.rungs[2].downswitchBelow == 526_316)
     }
 
+    /// A rung as a link that also carries audio and headers sees it: every rate the policy compares
+    /// moves by the same cost, and a link estimate that carries the video alone no longer keeps a
+    /// player on a rung it cannot carry with its audio.
+    @Test func aRungOnTheWireCountsItsAudioAndHeaders() {
+        let cost = SwitchingPolicy.LinkCost(videoFactor: 1.04, besides: 90_000)
+        let rung = Self.rungs[2].carrying(cost)
+        #expect(rung.level == 3)
+        #expect(rung.bitRate == 610_000 && rung.upswitchAbove == Int((555_556 * 1.04 + 90_000).rounded(.up)))
+        #expect(rung.downswitchBelow == Int((526_316 * 1.04 + 90_000).rounded(.up)))
+        #expect(Self.rungs[2].carrying(.none) == Self.rungs[2])
+        // Nonsense from a meter counts as no cost.
+        #expect(SwitchingPolicy.LinkCost(videoFactor: .nan, besides: -5) == .none)
+
+        // 568 kbit/s, saturated, on the 1 Mbit/s rung: video alone, 360p (500 kbit/s) carries;
+        // with 90 kbit/s of audio beside it, only the lowest rung left fits and is not above it.
+        let ladder = Self.rungs + [SwitchingPolicy.Rung(level: 4, bitRate: 250_000, upswitchAbove: 277_778, downswitchBelow: 263_158)]
+        func landing(_ rungs: [SwitchingPolicy.Rung]) -> Int? {
+            var policy = SwitchingPolicy(rungs: rungs, startingAt: 2)
+            for tick in 0..<8 {
+                let sample = SwitchingPolicy.Sample(time: Double(tick) * 0.5, estimate: 568_000, backlogSeconds: 0.2 + Double(tick) * 0.1)
+                if case let .switchTo(level, _, _) = policy.observe(sample) { return level }
+            }
+            return nil
+        }
+        #expect(landing(ladder) == 3)
+        #expect(landing(ladder.map { $0.carrying(cost) }) == 4)
+    }
+
     /// A clean, wide link: a player that asked for the top never moves, and one that asked for a
     /// lower rung climbs to the top and stays.
     @Test func aCleanLinkMakesNoSwitchesAfterTheClimb() {

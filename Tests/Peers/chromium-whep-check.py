@@ -44,6 +44,7 @@ STATS = """(async () => {
     totalFreezesDuration: video.totalFreezesDuration || 0, pliCount: video.pliCount || 0, framesDropped: video.framesDropped || 0,
     packetsLost: video.packetsLost || 0, nackCount: video.nackCount || 0, firstDecodedAfterPost: window.firstDecodedAfterPost || null,
     bytesReceived: video.bytesReceived || 0, audioBytesReceived: audio.bytesReceived || 0,
+    audioHeaderBytesReceived: audio.headerBytesReceived || 0, audioPacketsReceived: audio.packetsReceived || 0,
     playoutLagMs: video.estimatedPlayoutTimestamp ? Date.now() + 2208988800000 - video.estimatedPlayoutTimestamp : null,
     audioSamples: audio.totalSamplesReceived || 0, audioConcealed: audio.concealedSamples || 0, audioAheadOfVideoMs: sync});
 })()"""

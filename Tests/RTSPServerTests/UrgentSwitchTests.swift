@@ -81,6 +81,46 @@ import Testing
         #expect(player.subscriber.switches == 1)
     }
 
+    /// A viewer whose link carries its audio beside the video moves to the rung the link carries
+    /// with that audio: 568 kbit/s with 90 kbit/s of it audio is no link for a 500 kbit/s rung.
+    @Test func aMoveDownCountsWhatTheLinkCarriesBesideTheVideo() {
+        final class CostlySink: PacketSink, @unchecked Sendable {
+            let eventLoop: EventLoop = EmbeddedEventLoop()
+            let linkCost: SwitchingPolicy.LinkCost
+            init(_ cost: SwitchingPolicy.LinkCost) { linkCost = cost }
+            var pendingBytes: Int { 0 }
+            func send(_ packets: [RTPPacket], track: Int) {}
+            func send(_ rtcp: RTCPPacket, track: Int) {}
+            func close() {}
+            func sendPadding(bytes: Int) {}
+        }
+        func landing(_ cost: SwitchingPolicy.LinkCost) -> Int? {
+            let registry = StreamRegistry()
+            let rates = [1_000_000, 500_000, 250_000]
+            for (index, rate) in rates.enumerated() {
+                registry.stream("live/c_\(index + 1)").setRung(.init(level: index + 1, bitRate: rate, upswitchAbove: rate * 10 / 9 + 1,
+                                                                     downswitchBelow: rate * 20 / 19 + 1))
+            }
+            let time = ManualClock()
+            let player = PacketPlayer(sink: CostlySink(cost), opusAudio: false, clock: time.clock, onEnd: {})
+            player.play(registry.stream("live/c_1"))
+            for index in 1...3 { Self.write(registry.stream("live/c_\(index)"), at: 0, keyframe: true) }
+            let moves = Mutex<[Int]>([])
+            player.adapt(registry: registry, ladder: [1: "live/c_1", 2: "live/c_2", 3: "live/c_3"], logger: Logger(label: "test")) { _, to, _ in
+                moves.withLock { $0.append(to) }
+            }
+            var delivered: UInt64 = 0
+            for tick in 0..<30 where moves.withLock({ $0.isEmpty }) {
+                time.advance(seconds: 0.1)
+                delivered += 568_000 / 8 / 10
+                player.observe(LinkObservation(time: 0, deliveredBytes: delivered, senderWaiting: true, backlogSeconds: 0.2 + Double(tick) * 0.02))
+            }
+            return moves.withLock { $0.first }
+        }
+        #expect(landing(.none) == 2, "video alone: the 500 kbit/s rung fits in 568")
+        #expect(landing(.init(videoFactor: 1.04, besides: 90_000)) == 3, "with its audio, only the lowest rung fits")
+    }
+
     /// A WebRTC viewer's probe holds the bottleneck's queue short: a slice of padding waits while
     /// the latest feedback says more than `AdaptationProfile.probeQueueLimit` is queued, so a link that cannot carry
     /// the probe fills without overflowing (a probe that ran on until 0.3 s queued overflowed a

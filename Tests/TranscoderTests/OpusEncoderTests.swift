@@ -27,7 +27,8 @@ import TestSupport
         // A real Opus stream: its TOC byte says 20 ms frames (config 3, 7, 11, 15, 19, 23, 27 or 31: the last of each group of four).
         for output in outputs.prefix(50) { #expect((output.bytes[0] >> 3) % 4 == 3 || (output.bytes[0] >> 3) >= 16, "TOC \(output.bytes[0])") }
         let average = Double(outputs.reduce(0) { $0 + $1.bytes.count }) * 8 / seconds
-        #expect(average > 30_000 && average < 100_000, "about 64 kbit/s, got \(average)")
+        // Constrained VBR keeps to the rate asked for (unconstrained spent a third more on a tone).
+        #expect(average > 30_000 && average < 70_400, "64 kbit/s within 10 %, got \(average)")
     }
 
     @Test func aGapInTheAudioRestartsItsTimelineInsteadOfSlidingIt() throws {
