@@ -6,7 +6,8 @@
 # (a veth pair, so Chromium gathers a candidate). Chromium's getStats says what it received,
 # decoded, froze and dropped, and when its pictures played against the node's clock; the node's
 # log says when it moved the viewer. The oracle is the edge benchmark's (`abr-worker simulate` on
-# the same windows and the ladder's own segments). Then the cost: N aiortc viewers of the top
+# the same windows and the ladder's own segments), once more on each window less the audio's rate
+# on the wire as the viewer received it (the oracle sends video alone). Then the cost: N aiortc viewers of the top
 # against N RTSP/TCP players of the top, the node's CPU over the same phase length.
 #
 #   Benchmarks/webrtc.sh [N]     (default 3 trace windows; ./abr bench webrtc runs it; needs root)

@@ -133,7 +133,7 @@ public final class WebRTCViewer: Sendable {
             let outputs = state.dtls.receive(datagram)
             return (outputs, wasHandshaking && state.dtls.state == .connected, state.peer)
         }
-        if let peer { for output in outputs { service.send(output, to: peer) } }
+        if let peer { service.send(outputs, to: peer) }
         scheduleRetransmission()
         if connected { startMedia() }
         switch state.withLock({ $0.dtls.state }) {
@@ -158,7 +158,7 @@ public final class WebRTCViewer: Sendable {
                 guard state.dtls.state == .handshaking, !state.ended else { return ([], nil) }
                 return (state.dtls.retransmit(), state.peer)
             }
-            if let peer { for output in outputs { service.send(output, to: peer) } }
+            if let peer { service.send(outputs, to: peer) }
             if !outputs.isEmpty { scheduleRetransmission() }
         }
         state.withLock {
@@ -302,7 +302,7 @@ public final class WebRTCViewer: Sendable {
             return (datagrams, peer)
         }
         guard let peer else { return }
-        for datagram in datagrams { service.send(datagram, to: peer) }
+        service.send(datagrams, to: peer)
     }
 
     /// Media for the browser: the answered payload type and SSRC (video or Opus), the
@@ -357,7 +357,7 @@ public final class WebRTCViewer: Sendable {
             return (datagrams, peer, state.pacing)
         }
         guard let peer else { return }
-        for datagram in datagrams { service.send(datagram, to: peer) }
+        service.send(datagrams, to: peer)
         if more { channel.eventLoop.scheduleTask(in: Self.pacingTick) { [self] in pace() } }
     }
 
@@ -427,7 +427,7 @@ public final class WebRTCViewer: Sendable {
                     state.paddingBytes += datagrams.reduce(0) { $0 + $1.count }
                     return (datagrams, peer)
                 }
-                if let peer { for datagram in datagrams { service.send(datagram, to: peer) } }
+                if let peer { service.send(datagrams, to: peer) }
             }
         }
     }
@@ -484,7 +484,7 @@ public final class WebRTCViewer: Sendable {
         }
         retransmission?.cancel()
         player?.stop()
-        if let peer { for output in outputs { service.send(output, to: peer) } }
+        if let peer { service.send(outputs, to: peer) }
         service.ended(self)
         logger.info("WebRTC viewer ended", metadata: ["reason": "\(reason)"])
     }
