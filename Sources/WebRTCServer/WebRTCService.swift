@@ -108,6 +108,11 @@ public final class WebRTCService: Sendable {
             return (state.channel, state.group, Array(state.byID.values), state.sweep)
         }
         sweep?.cancel()
+        pacing.withLock { pacing in
+            pacing.tick?.cancel()
+            pacing.tick = nil
+            pacing.viewers = [:]
+        }
         for viewer in viewers { viewer.end(reason: "node shutting down") }
         try? channel?.close().wait()
         try? group?.syncShutdownGracefully()
@@ -237,6 +242,51 @@ public final class WebRTCService: Sendable {
 
     func send(_ bytes: [UInt8], to address: SocketAddress) {
         send([bytes], to: address)
+    }
+
+    /// Viewers whose pacers hold media, and the one timer that serves them all. A timer of each
+    /// viewer's own, and a wake-up for each picture, woke the port's event loop some 6,000 times
+    /// a second for 50 viewers of a 2 Mbit/s rung: a quarter of what that thread spent.
+    private let pacing = Mutex<Pacing>(Pacing())
+
+    struct Pacing {
+        var viewers: [ObjectIdentifier: WebRTCViewer] = [:]
+        var tick: RepeatedTask?
+        /// Ticks in a row that found no pacer holding media. Pacers drain within a tick or two
+        /// of each picture, so the tick runs on through such gaps (a timer made again for every
+        /// picture costs what the shared tick saves) and stops after a second of nothing.
+        var idleTicks = 0
+    }
+
+    static let idleTicksBeforeStopping = 200
+
+    static let pacingTick = TimeAmount.milliseconds(5)
+
+    /// `viewer`'s pacer holds media: it is served on the next tick, and every tick until empty.
+    func startPacing(_ viewer: WebRTCViewer) {
+        guard let channel = state.withLock({ $0.channel }) else { return }
+        pacing.withLock { pacing in
+            pacing.viewers[ObjectIdentifier(viewer)] = viewer
+            pacing.idleTicks = 0
+            guard pacing.tick == nil else { return }
+            pacing.tick = channel.eventLoop.scheduleRepeatedTask(initialDelay: .zero, delay: Self.pacingTick) { [self] _ in pace() }
+        }
+    }
+
+    private func pace() {
+        let viewers = pacing.withLock { Array($0.viewers.values) }
+        var emptied: [WebRTCViewer] = []
+        for viewer in viewers where !viewer.releasePaced() { emptied.append(viewer) }
+        pacing.withLock { pacing in
+            // A viewer whose pacer took media again since it emptied stays (its `startPacing`
+            // found it still here, or comes after this).
+            for viewer in emptied where !viewer.isPacing { pacing.viewers[ObjectIdentifier(viewer)] = nil }
+            pacing.idleTicks = viewers.isEmpty ? pacing.idleTicks + 1 : 0
+            if pacing.viewers.isEmpty, pacing.idleTicks >= Self.idleTicksBeforeStopping {
+                pacing.tick?.cancel()
+                pacing.tick = nil
+            }
+        }
     }
 
     /// Datagrams for one peer, written together and flushed once: NIO hands a flush's datagrams

@@ -329,16 +329,21 @@ public final class WebRTCViewer: Sendable {
                 }
                 state.pacer.enqueue(.init(bytes: clear, carriesTransportSequence: extensionID != nil, isVideo: track == 0), at: now)
             }
-            // Whoever finds the pacer idle starts it; `pace()` stops exactly when it says so.
+            // Whoever finds the pacer idle hands the viewer to the service's pacing tick, which
+            // keeps it until `releasePaced()` finds the pacer empty.
             guard !state.pacing, !state.pacer.isEmpty else { return false }
             state.pacing = true
             return true
         }
-        if startsPacing { channel.eventLoop.execute { [self] in pace() } }
+        if startsPacing { service.startPacing(self) }
     }
 
-    /// Sends what the pacer lets go now, and comes back while anything waits.
-    private func pace() {
+    /// Whether media waits in the pacer (the service's pacing tick keeps the viewer until not).
+    var isPacing: Bool { state.withLock { $0.pacing } }
+
+    /// Sends what the pacer lets go now; false once nothing waits. Called by the service's
+    /// pacing tick on the port's event loop.
+    func releasePaced() -> Bool {
         let (datagrams, peer, more) = state.withLock { state -> ([[UInt8]], SocketAddress?, Bool) in
             guard !state.ended, let peer = state.peer else {
                 state.pacer.clear()
@@ -356,12 +361,9 @@ public final class WebRTCViewer: Sendable {
             if state.pacer.isEmpty { state.pacing = false }
             return (datagrams, peer, state.pacing)
         }
-        guard let peer else { return }
-        service.send(datagrams, to: peer)
-        if more { channel.eventLoop.scheduleTask(in: Self.pacingTick) { [self] in pace() } }
+        if let peer { service.send(datagrams, to: peer) }
+        return more
     }
-
-    static let pacingTick = TimeAmount.milliseconds(5)
 
     /// A packet leaving now: its transport-wide sequence number (the next one) filled in and
     /// noted with its size and time, then SRTP. Every datagram of media, retransmission or
