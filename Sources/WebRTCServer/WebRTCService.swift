@@ -290,8 +290,8 @@ public final class WebRTCService: Sendable {
     }
 
     /// Datagrams for one peer, written together and flushed once: NIO hands a flush's datagrams
-    /// to the kernel in one `sendmmsg`, where a flush each cost a system call per packet (the
-    /// most of what 50 viewers of a 2 Mbit/s rung cost the event loop).
+    /// to the kernel in one `sendmmsg` instead of a system call each. Each datagram still takes
+    /// the kernel's whole UDP path, most of what WebRTC viewers cost the event loop.
     func send(_ datagrams: [[UInt8]], to address: SocketAddress) {
         guard !datagrams.isEmpty, let channel = state.withLock({ $0.channel }) else { return }
         for bytes in datagrams {
