@@ -76,7 +76,12 @@ class Player(threading.Thread):
         burst = str(self.spec["burst"])
         tc("class", "add", "dev", "lo", "parent", "1:", "classid", self.class_id, "htb", "rate", "100mbit", "ceil", "100mbit",
            "burst", burst, "cburst", burst)
-        tc("qdisc", "add", "dev", "lo", "parent", self.class_id, "handle", f"{100 + self.index}:", "pfifo", "limit", str(self.spec["queue"]))
+        # The queue counts packets as a router on the path would: the kernel hands the qdisc a TCP
+        # segmentation-offload send as one packet, so a token bucket far faster than any link cuts
+        # it into its packets (tbf segments what exceeds its burst) before the pfifo.
+        splitter = f"{100 + self.index}:"
+        tc("qdisc", "add", "dev", "lo", "parent", self.class_id, "handle", splitter, "tbf", "rate", "10gbit", "burst", "1600", "limit", "100000")
+        tc("qdisc", "add", "dev", "lo", "parent", f"{splitter}1", "handle", f"{1100 + self.index}:", "pfifo", "limit", str(self.spec["queue"]))
         tc("filter", "add", "dev", "lo", "parent", "1:", "protocol", "ip", "prio", "1", "u32",
            "match", "ip", "src", f"{self.address}/32", "flowid", self.class_id)
 

@@ -30,6 +30,9 @@ public final class WebRTCService: Sendable {
         public var silenceTimeout = 30.0
         /// What viewers' timeouts, pacing and feedback are measured on.
         public var clock = NodeClock.system
+        /// Paced media goes to the kernel with UDP segmentation offload where Linux has it (see
+        /// `SegmentedRuns`). The node turns it off by itself if the kernel refuses a send.
+        public var segmentationOffload = true
         public init() {}
     }
 
@@ -47,6 +50,14 @@ public final class WebRTCService: Sendable {
     let quota: ConnectionQuota
     let refusals = RefusalLog()
     private let state = Mutex<State>(State())
+    /// Whether paced media goes out in segmented sends (off: the kernel has no `UDP_SEGMENT`,
+    /// the operator turned it off, or a segmented send failed once).
+    private let segmenting: Atomic<Bool>
+    private let segmentedCount = Atomic<Int>(0)
+
+    /// Whether paced media goes out in segmented sends now, and how many datagrams went so.
+    public var segmentationOffload: Bool { segmenting.load(ordering: .relaxed) }
+    public var segmentedDatagrams: Int { segmentedCount.load(ordering: .relaxed) }
 
     struct State {
         var channel: Channel?
@@ -64,6 +75,7 @@ public final class WebRTCService: Sendable {
         self.logger = logger
         identity = try DTLSIdentity()
         quota = ConnectionQuota(total: configuration.maximumSessions, perAddress: configuration.maximumSessionsPerAddress)
+        segmenting = Atomic(configuration.segmentationOffload && System.supportsUDPSegmentationOffload)
     }
 
     /// Binds the UDP port; returns it (useful with port 0).
@@ -277,6 +289,9 @@ public final class WebRTCService: Sendable {
         let viewers = pacing.withLock { Array($0.viewers.values) }
         var emptied: [WebRTCViewer] = []
         for viewer in viewers where !viewer.releasePaced() { emptied.append(viewer) }
+        // Every viewer's datagrams of this tick leave in one flush: one `sendmmsg` for many
+        // viewers instead of a system call each.
+        state.withLock { $0.channel }?.flush()
         pacing.withLock { pacing in
             // A viewer whose pacer took media again since it emptied stays (its `startPacing`
             // found it still here, or comes after this).
@@ -289,15 +304,52 @@ public final class WebRTCService: Sendable {
         }
     }
 
-    /// Datagrams for one peer, written together and flushed once: NIO hands a flush's datagrams
-    /// to the kernel in one `sendmmsg` instead of a system call each. Each datagram still takes
-    /// the kernel's whole UDP path, most of what WebRTC viewers cost the event loop.
+    /// Datagrams for one peer (handshakes, STUN, RTCP), written together and flushed once: NIO
+    /// hands a flush's datagrams to the kernel in one `sendmmsg`.
     func send(_ datagrams: [[UInt8]], to address: SocketAddress) {
         guard !datagrams.isEmpty, let channel = state.withLock({ $0.channel }) else { return }
         for bytes in datagrams {
             channel.write(AddressedEnvelope(remoteAddress: address, data: channel.allocator.buffer(bytes: bytes)), promise: nil)
         }
         channel.flush()
+    }
+
+    /// `write(_:sizes:to:)`, flushed now (resends and probes, outside the pacing tick).
+    func send(_ buffer: ByteBuffer, sizes: [Int], to address: SocketAddress) {
+        write(buffer, sizes: sizes, to: address)
+        state.withLock { $0.channel }?.flush()
+    }
+
+    /// Datagrams for one peer laid end to end in `buffer` (`sizes` their lengths, in order),
+    /// written for the pacing tick's flush: each run of one size goes as one segmented send
+    /// (`SegmentedRuns`), the rest as plain datagrams. The slices share the buffer: no copies.
+    func write(_ buffer: ByteBuffer, sizes: [Int], to address: SocketAddress) {
+        guard !sizes.isEmpty, let channel = state.withLock({ $0.channel }) else { return }
+        let segmented = segmenting.load(ordering: .relaxed)
+        var offset = buffer.readerIndex
+        for run in segmented ? SegmentedRuns.runs(sizes) : sizes.indices.map({ $0..<($0 + 1) }) {
+            let length = sizes[run].reduce(0, +)
+            guard let slice = buffer.getSlice(at: offset, length: length) else { return }
+            offset += length
+            guard run.count > 1 else {
+                channel.write(AddressedEnvelope(remoteAddress: address, data: slice), promise: nil)
+                continue
+            }
+            segmentedCount.add(run.count, ordering: .relaxed)
+            let promise = channel.eventLoop.makePromise(of: Void.self)
+            promise.futureResult.whenFailure { [self] error in segmentedSendFailed(error) }
+            channel.write(AddressedEnvelope(remoteAddress: address, data: slice,
+                                            metadata: .init(ecnState: .transportNotCapable, packetInfo: nil, segmentSize: sizes[run.lowerBound])),
+                          promise: promise)
+        }
+    }
+
+    /// A kernel or a device that cannot segment (no checksum offload on the route's device, a
+    /// path MTU under the segment) refuses the whole send: the node stops segmenting. What that
+    /// send carried is lost once, as a dropped packet would be, and NACKs recover it.
+    private func segmentedSendFailed(_ error: Error) {
+        guard segmenting.exchange(false, ordering: .relaxed) else { return }
+        logger.warning("UDP segmentation offload refused; WebRTC media goes out a datagram at a time", metadata: ["error": "\(error)"])
     }
 
     /// Observers of viewers' moves between rungs (status, events, metrics), as for RTSP players.

@@ -276,10 +276,10 @@ public final class WebRTCViewer: Sendable {
     /// Only as much as `RetransmissionBudget` lets through: resends must not add to a full link.
     private func retransmit(_ sequences: [UInt16]) {
         let extensionID = answer.transportSequenceExtension
-        let (datagrams, peer) = state.withLock { state -> ([[UInt8]], SocketAddress?) in
-            guard let peer = state.peer, !state.ended else { return ([], nil) }
+        let (outgoing, peer) = state.withLock { state -> (Outgoing?, SocketAddress?) in
+            guard let peer = state.peer, !state.ended else { return (nil, nil) }
             let now = clock.seconds
-            var datagrams: [[UInt8]] = []
+            var outgoing = Outgoing(allocator: channel.allocator)
             for original in state.history.resend(sequences) {
                 guard state.retransmissionBudget.allow(bytes: original.payload.readableBytes + 40, mediaRate: state.pacer.mediaRate, at: now) else {
                     state.retransmissionsDeclined += 1
@@ -294,15 +294,14 @@ public final class WebRTCViewer: Sendable {
                     (payloadType, ssrc) = (rtxType, plan.retransmissionSSRC)
                 }
                 let clear = Self.serialize(packet, payloadType: payloadType, ssrc: ssrc, transportSequence: extensionID.map { ($0, 0) })
-                guard let protected = Self.leave(.init(bytes: clear, carriesTransportSequence: extensionID != nil), state: &state, at: now) else { continue }
+                guard let length = outgoing.leave(.init(bytes: clear, carriesTransportSequence: extensionID != nil), state: &state, at: now) else { continue }
                 state.retransmissions += 1
-                state.bytesSent += protected.count
-                datagrams.append(protected)
+                state.bytesSent += length
             }
-            return (datagrams, peer)
+            return (outgoing, peer)
         }
-        guard let peer else { return }
-        service.send(datagrams, to: peer)
+        guard let outgoing, let peer else { return }
+        service.send(outgoing.buffer, sizes: outgoing.sizes, to: peer)
     }
 
     /// Media for the browser: the answered payload type and SSRC (video or Opus), the
@@ -341,44 +340,69 @@ public final class WebRTCViewer: Sendable {
     /// Whether media waits in the pacer (the service's pacing tick keeps the viewer until not).
     var isPacing: Bool { state.withLock { $0.pacing } }
 
-    /// Sends what the pacer lets go now; false once nothing waits. Called by the service's
-    /// pacing tick on the port's event loop.
+    /// Writes what the pacer lets go now; false once nothing waits. Called by the service's
+    /// pacing tick on the port's event loop, which flushes once after every viewer.
     func releasePaced() -> Bool {
-        let (datagrams, peer, more) = state.withLock { state -> ([[UInt8]], SocketAddress?, Bool) in
+        let (outgoing, peer, more) = state.withLock { state -> (Outgoing?, SocketAddress?, Bool) in
             guard !state.ended, let peer = state.peer else {
                 state.pacer.clear()
                 state.pacing = false
-                return ([], nil, false)
+                return (nil, nil, false)
             }
             let now = clock.seconds
-            var datagrams: [[UInt8]] = []
-            for item in state.pacer.release(at: now) {
-                guard let protected = Self.leave(item, state: &state, at: now) else { continue }
+            let items = state.pacer.release(at: now)
+            var outgoing = Outgoing(items, allocator: channel.allocator)
+            for item in items {
+                guard let length = outgoing.leave(item, state: &state, at: now) else { continue }
                 state.packetsSent += 1
-                state.bytesSent += protected.count
-                datagrams.append(protected)
+                state.bytesSent += length
             }
             if state.pacer.isEmpty { state.pacing = false }
-            return (datagrams, peer, state.pacing)
+            return (outgoing, peer, state.pacing)
         }
-        if let peer { service.send(datagrams, to: peer) }
+        if let outgoing, let peer { service.write(outgoing.buffer, sizes: outgoing.sizes, to: peer) }  // the tick flushes
         return more
     }
 
-    /// A packet leaving now: its transport-wide sequence number (the next one) filled in and
-    /// noted with its size and time, then SRTP. Every datagram of media, retransmission or
-    /// padding goes through here on the port's event loop, so the numbers go out in order.
-    private static func leave(_ item: MediaPacer.Item, padding: Bool = false, state: inout State, at now: Double) -> [UInt8]? {
+    /// A packet leaving now, written protected at the end of `buffer`: its transport-wide
+    /// sequence number (the next one) filled in and noted with its size and time, then SRTP in
+    /// place. Returns its protected length (nil: not sent). Every datagram of media,
+    /// retransmission or padding goes through here on the port's event loop, so the numbers go
+    /// out in order.
+    private static func leave(_ item: MediaPacer.Item, padding: Bool = false, state: inout State, at now: Double,
+                              into buffer: inout ByteBuffer) -> Int? {
         guard let outbound = state.outbound else { return nil }
-        var clear = item.bytes
-        if item.carriesTransportSequence, clear.count >= 20 {
-            state.transportSequence &+= 1
-            clear[17] = UInt8(state.transportSequence >> 8)
-            clear[18] = UInt8(state.transportSequence & 0xFF)
+        let stamped = item.carriesTransportSequence && item.bytes.count >= 20
+        if stamped { state.transportSequence &+= 1 }
+        let sequence = state.transportSequence
+        let length = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: item.bytes.count + SRTPSession.trailerRoom) { raw in
+            item.bytes.withUnsafeBytes { raw.copyMemory(from: $0) }
+            if stamped {
+                raw[17] = UInt8(sequence >> 8)
+                raw[18] = UInt8(sequence & 0xFF)
+            }
+            return (try? outbound.protect(rtpInPlace: raw, length: item.bytes.count)) ?? 0
         }
-        guard let protected = try? outbound.protect(rtp: clear) else { return nil }
-        if item.carriesTransportSequence { state.link.sent(sequence: state.transportSequence, bytes: protected.count, at: now, padding: padding) }
-        return protected
+        guard length > 0 else { return nil }
+        if item.carriesTransportSequence { state.link.sent(sequence: sequence, bytes: length, at: now, padding: padding) }
+        return length
+    }
+
+    /// Packets leaving now, laid end to end in one buffer for `WebRTCService.write(_:sizes:to:)`.
+    private struct Outgoing {
+        var buffer: ByteBuffer
+        var sizes: [Int] = []
+        var bytes: Int { sizes.reduce(0, +) }
+
+        init(_ items: [MediaPacer.Item] = [], allocator: ByteBufferAllocator) {
+            buffer = allocator.buffer(capacity: items.reduce(0) { $0 + $1.bytes.count + SRTPSession.trailerRoom })
+        }
+
+        mutating func leave(_ item: MediaPacer.Item, padding: Bool = false, state: inout State, at now: Double) -> Int? {
+            guard let length = WebRTCViewer.leave(item, padding: padding, state: &state, at: now, into: &buffer) else { return nil }
+            sizes.append(length)
+            return length
+        }
     }
 
     /// A probe's padding, on the retransmission SSRC, which browsers count in transport-wide
@@ -422,14 +446,15 @@ public final class WebRTCViewer: Sendable {
             let part = Array(packets.dropFirst(step * perStep).prefix(perStep))
             guard !part.isEmpty else { break }
             channel.eventLoop.scheduleTask(in: .milliseconds(Int64(step) * 10)) { [self] in
-                let (datagrams, peer) = state.withLock { state -> ([[UInt8]], SocketAddress?) in
-                    guard !state.ended, let peer = state.peer else { return ([], nil) }
+                let (outgoing, peer) = state.withLock { state -> (Outgoing?, SocketAddress?) in
+                    guard !state.ended, let peer = state.peer else { return (nil, nil) }
                     let now = clock.seconds
-                    let datagrams = part.compactMap { Self.leave($0, padding: true, state: &state, at: now) }
-                    state.paddingBytes += datagrams.reduce(0) { $0 + $1.count }
-                    return (datagrams, peer)
+                    var outgoing = Outgoing(part, allocator: channel.allocator)
+                    for item in part { _ = outgoing.leave(item, padding: true, state: &state, at: now) }
+                    state.paddingBytes += outgoing.bytes
+                    return (outgoing, peer)
                 }
-                if let peer { service.send(datagrams, to: peer) }
+                if let outgoing, let peer { service.send(outgoing.buffer, sizes: outgoing.sizes, to: peer) }
             }
         }
     }

@@ -63,10 +63,24 @@ public final class SRTPSession: @unchecked Sendable {
     public func unprotect(rtp packet: [UInt8]) throws(Failure) -> [UInt8] { try run(packet, grow: false) { srtp_unprotect($0, $1, $2) } }
     public func unprotect(rtcp packet: [UInt8]) throws(Failure) -> [UInt8] { try run(packet, grow: false) { srtp_unprotect_rtcp($0, $1, $2) } }
 
+    /// Room an RTP packet needs beyond its own bytes to be protected in place.
+    public static let trailerRoom = Int(SRTP_MAX_TRAILER_LEN) + 4
+
+    /// Protects the RTP packet of `length` bytes at the start of `buffer`, in place, and returns
+    /// the protected length. `buffer` has `trailerRoom` bytes beyond the packet: a send buffer
+    /// shared by a batch of packets, so each is copied once, into it.
+    public func protect(rtpInPlace buffer: UnsafeMutableRawBufferPointer, length: Int) throws(Failure) -> Int {
+        precondition(buffer.count >= length + Self.trailerRoom, "no room for SRTP's trailer")
+        var length = Int32(length)
+        let status = srtp_protect(session, buffer.baseAddress, &length)
+        guard status == srtp_err_status_ok else { throw .refused(Int32(bitPattern: status.rawValue)) }
+        return Int(length)
+    }
+
     private func run(_ packet: [UInt8], grow: Bool,
                      _ operation: (srtp_t?, UnsafeMutableRawPointer?, UnsafeMutablePointer<Int32>) -> srtp_err_status_t) throws(Failure) -> [UInt8] {
         var buffer = packet
-        if grow { buffer += [UInt8](repeating: 0, count: Int(SRTP_MAX_TRAILER_LEN) + 4) }
+        if grow { buffer += [UInt8](repeating: 0, count: Self.trailerRoom) }
         var length = Int32(packet.count)
         let status = buffer.withUnsafeMutableBytes { operation(session, $0.baseAddress, &length) }
         guard status == srtp_err_status_ok else { throw .refused(Int32(bitPattern: status.rawValue)) }

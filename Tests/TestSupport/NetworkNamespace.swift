@@ -61,7 +61,11 @@ public final class NetworkNamespace: @unchecked Sendable {
         let id = "1:\(nextClass)"
         nextClass += 10
         try tc(["class", "add", "dev", "lo", "parent", "1:", "classid", id, "htb", "rate", "\(kilobits)kbit", "ceil", "\(kilobits)kbit"])
-        try tc(["qdisc", "add", "dev", "lo", "parent", id, "pfifo", "limit", "\(queuePackets)"])
+        // The queue counts packets as a router on the path would. The kernel hands a qdisc a
+        // segmented send (UDP GSO, TCP TSO) as one packet; a token bucket far faster than any
+        // link cuts those into their packets (tbf segments what exceeds its burst) before the pfifo.
+        try tc(["qdisc", "add", "dev", "lo", "parent", id, "handle", "\(splitterHandle(id)):", "tbf", "rate", "10gbit", "burst", "1600", "limit", "100000"])
+        try tc(["qdisc", "add", "dev", "lo", "parent", "\(splitterHandle(id)):1", "pfifo", "limit", "\(queuePackets)"])
         let matches = filters.flatMap { ["match"] + $0 }
         try tc(["filter", "add", "dev", "lo", "parent", "1:", "protocol", "ip", "prio", "1", "u32"] + matches + ["flowid", id])
         return id
@@ -74,8 +78,11 @@ public final class NetworkNamespace: @unchecked Sendable {
 
     /// Changes a shaped class's queue: a short one drops what does not fit (a lossy link).
     public func setQueue(_ id: String, packets: Int) throws {
-        try tc(["qdisc", "replace", "dev", "lo", "parent", id, "pfifo", "limit", "\(packets)"])
+        try tc(["qdisc", "replace", "dev", "lo", "parent", "\(splitterHandle(id)):1", "pfifo", "limit", "\(packets)"])
     }
+
+    /// The handle of the packet splitter under class `1:N`: N again (hexadecimal, as tc reads handles).
+    private func splitterHandle(_ id: String) -> String { String(id.dropFirst(2)) }
 
     /// Runs `command` inside and waits for it.
     public func run(_ command: [String], timeout: TimeInterval = 60) throws -> ProcessResult {

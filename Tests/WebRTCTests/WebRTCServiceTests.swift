@@ -251,6 +251,11 @@ import WebRTCTransport
         #expect(first.count >= 20, "SRTP media after the handshake")
         let ssrcs = Set(first.map { UInt32($0[8]) << 24 | UInt32($0[9]) << 16 | UInt32($0[10]) << 8 | UInt32($0[11]) })
         #expect(ssrcs == [videoSSRC] && first.allSatisfy { $0[1] & 0x7F == 102 })
+        // The keyframes' packets left in segmented sends (one size, the kernel cutting them), and
+        // arrived as the datagrams above.
+        if System.supportsUDPSegmentationOffload {
+            #expect(service.segmentationOffload && service.segmentedDatagrams > 0)
+        }
         func status() -> WebRTCViewer.Status? { service.viewers.first { $0.id == id } }
         #expect(status()?.state == "playing")
 
