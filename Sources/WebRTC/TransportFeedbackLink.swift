@@ -1,3 +1,4 @@
+import DequeModule
 import MediaCore
 
 /// A WebRTC viewer's link as transport-wide congestion control shows it (the send side of
@@ -19,8 +20,11 @@ import MediaCore
 /// - **Rate sample**: bytes over the arrival span of one feedback's packets, marked app-limited
 ///   unless the link was saturated. Like TCP's `delivery_rate`, a burst inflates it; the estimator
 ///   never lets it raise an estimate.
-/// - **Loss**: media packets reported lost over those reported in this feedback (a probe's
-///   padding lost is the probe's own doing, which the probe's end already answers).
+/// - **Loss**: media packets reported lost over those reported in the last `lossWindow` of
+///   feedback (a probe's padding lost is the probe's own doing, which the probe's end already
+///   answers). One feedback covers some 50–100 ms, a handful of packets on a low rung: one packet
+///   of three lost read as 33 % loss, and moved a Chromium viewer off a 480p rung its 1.3 Mbit/s
+///   link carried. GCC too judges loss over a report interval.
 public struct TransportFeedbackLink: Sendable {
     private struct Sent {
         var sequence: UInt16
@@ -34,6 +38,9 @@ public struct TransportFeedbackLink: Sendable {
     public static let capacity = 4096
     public var baseWindow = 10.0
     public var saturatedQueue = 0.05
+    /// Seconds of feedback that loss is counted over.
+    public var lossWindow = 1.0
+    private var lossCounts = Deque<(time: Double, reported: Int, lost: Int)>()
 
     private var records: [Sent?] = Array(repeating: nil, count: capacity)
     private var delivered: UInt64 = 0
@@ -84,7 +91,10 @@ public struct TransportFeedbackLink: Sendable {
             leastDelay.append((now, smallestDelay))
             queue = max(0, delay - (leastDelay.first?.delay ?? delay))
         }
-        let lossFraction = reported > 0 ? Double(lost) / Double(reported) : 0
+        lossCounts.append((now, reported, lost))
+        while let first = lossCounts.first, now - first.time > lossWindow { lossCounts.removeFirst() }
+        let reportedInWindow = lossCounts.reduce(0) { $0 + $1.reported }
+        let lossFraction = reportedInWindow > 0 ? Double(lossCounts.reduce(0) { $0 + $1.lost }) / Double(reportedInWindow) : 0
         let saturated = queue > saturatedQueue || lost > 0
         var rate: Double?
         if let first = firstArrival, let last = lastArrival, last > first, bytesInSpan > 0 {

@@ -52,10 +52,17 @@ import Testing
         #expect(abs((last.rate ?? 0) - 640_000) < 20_000)
     }
 
-    @Test func lossIsCountedPerFeedbackAndLostPacketsAreNotDelivered() throws {
-        let observations = Self.run(20, lost: [3, 5]) { _ in 0.03 }
+    @Test func lossIsCountedOverTheLastSecondAndLostPacketsAreNotDelivered() throws {
+        // Feedback every 100 ms: two of the first ten lost.
+        let observations = Self.run(200, lost: [3, 5]) { _ in 0.03 }
         #expect(observations.first?.loss == 0.2 && observations.first?.waiting == true)
-        #expect(observations.last?.loss == 0 && observations.last?.delivered == 18 * 1200)
+        // The next feedback, clean, still counts them: two of twenty over the last second.
+        #expect(observations[1].loss == 0.1 && observations[1].waiting == false)
+        // A second later they are forgotten.
+        #expect(observations.last?.loss == 0 && observations.last?.delivered == 198 * 1200)
+        // One packet of the few a feedback names on a low rung is not a third of the link lost.
+        let sparse = Self.run(200, lost: [195]) { _ in 0.03 }
+        #expect(sparse.last.map { $0.loss < 0.02 } == true)
     }
 
     /// Feedback about packets the node never sent, or the same packets twice, adds nothing.
