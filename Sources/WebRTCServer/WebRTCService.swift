@@ -1,4 +1,7 @@
 import Dispatch
+#if canImport(Glibc)
+import Glibc
+#endif
 import Ingest
 import Logging
 import MediaCore
@@ -346,11 +349,16 @@ public final class WebRTCService: Sendable {
 
     /// A kernel or a device that cannot segment (no checksum offload on the route's device, a
     /// path MTU under the segment) refuses the whole send: the node stops segmenting. What that
-    /// send carried is lost once, as a dropped packet would be, and NACKs recover it.
-    private func segmentedSendFailed(_ error: Error) {
-        guard segmenting.exchange(false, ordering: .relaxed) else { return }
+    /// send carried is lost once, as a dropped packet would be, and NACKs recover it. Other
+    /// failures (a socket buffer full for a moment) are the send's own and change nothing.
+    func segmentedSendFailed(_ error: Error) {
+        guard let failure = error as? IOError, Self.segmentationRefusals.contains(failure.errnoCode),
+              segmenting.exchange(false, ordering: .relaxed) else { return }
         logger.warning("UDP segmentation offload refused; WebRTC media goes out a datagram at a time", metadata: ["error": "\(error)"])
     }
+
+    /// What the kernel answers a segmented send it cannot make (`udp_send_skb`, `udp_sendmsg`).
+    static let segmentationRefusals: Set<CInt> = [EIO, EINVAL, EMSGSIZE, EOPNOTSUPP, ENOPROTOOPT]
 
     /// Observers of viewers' moves between rungs (status, events, metrics), as for RTSP players.
     private let switchObservers = Mutex<[@Sendable (PlayerSwitchEvent) -> Void]>([])

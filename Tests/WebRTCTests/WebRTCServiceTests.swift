@@ -1,4 +1,7 @@
 import Dispatch
+#if canImport(Glibc)
+import Glibc
+#endif
 import MediaCore
 import NIOCore
 import NIOPosix
@@ -70,6 +73,22 @@ import WebRTCTransport
         second.setFormats(video: VideoFormat(sps: otherLevel, pps: Self.pps, frameRate: 30), audio: nil)
         #expect(second.video?.sps == otherLevel)
         #expect(second.webRTCRefusal == nil)
+    }
+
+    /// Only the kernel's refusal to segment turns segmented sends off; a send that failed for
+    /// its own reasons (a socket buffer full for a moment) changes nothing.
+    @Test func onlyTheKernelsRefusalTurnsSegmentedSendsOff() throws {
+        guard System.supportsUDPSegmentationOffload else { return }
+        let service = try WebRTCService(configuration: .init(), registry: StreamRegistry())
+        #expect(service.segmentationOffload)
+        service.segmentedSendFailed(IOError(errnoCode: ENOBUFS, reason: "sendmmsg"))
+        service.segmentedSendFailed(ChannelError.ioOnClosedChannel)
+        #expect(service.segmentationOffload)
+        service.segmentedSendFailed(IOError(errnoCode: EIO, reason: "sendmmsg"))
+        #expect(!service.segmentationOffload)
+        var off = WebRTCService.Configuration()
+        off.segmentationOffload = false
+        #expect(try !WebRTCService(configuration: off, registry: StreamRegistry()).segmentationOffload)
     }
 
     /// A UDP socket on loopback that keeps what it receives.
