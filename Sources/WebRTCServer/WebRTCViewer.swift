@@ -351,13 +351,15 @@ public final class WebRTCViewer: Sendable {
             }
             let now = clock.seconds
             let items = state.pacer.release(at: now)
+            if state.pacer.isEmpty { state.pacing = false }
+            // Most ticks of a viewer paced to its link release nothing: no buffer for them.
+            guard !items.isEmpty else { return (nil, peer, state.pacing) }
             var outgoing = Outgoing(items, allocator: channel.allocator)
             for item in items {
                 guard let length = outgoing.leave(item, state: &state, at: now) else { continue }
                 state.packetsSent += 1
                 state.bytesSent += length
             }
-            if state.pacer.isEmpty { state.pacing = false }
             return (outgoing, peer, state.pacing)
         }
         if let outgoing, let peer { service.write(outgoing.buffer, sizes: outgoing.sizes, to: peer) }  // the tick flushes
