@@ -27,11 +27,14 @@ public protocol PacketSink: Sendable {
     /// (the video's headers and encryption, its audio): the rungs' rates the switching policy
     /// compares with its estimate.
     var linkCost: SwitchingPolicy.LinkCost { get }
+    /// The queue on the player's path that a packet sent now would meet, seconds (nil: not known).
+    var pathQueue: Double? { get }
 }
 
 extension PacketSink {
     public func dropQueuedVideo() {}
     public var linkCost: SwitchingPolicy.LinkCost { .none }
+    public var pathQueue: Double? { nil }
 }
 
 /// A player of a stream through a `PacketSink`: it starts on the cached GOP's IDR and catches up
@@ -137,6 +140,7 @@ struct SinkTransport: PlayerTransport {
     }
     var sentMedia: SentMediaLog? { log }
     var linkCost: SwitchingPolicy.LinkCost { sink.linkCost }
+    var pathQueue: Double? { sink.pathQueue }
     func dropQueued(paddingOnly: Bool) {
         if !paddingOnly { sink.dropQueuedVideo() }
     }

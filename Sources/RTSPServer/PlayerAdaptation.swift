@@ -242,27 +242,36 @@ final class PlayerAdaptation: Sendable {
     /// padding holds off: more than a P-frame, a keyframe leaving at the link's pace.
     static let pictureWaiting = 0.1
 
-    /// Sends `extraBitRate` more for `seconds`, in slices of 100 ms, as RTCP APP padding.
+    /// Sends `extraBitRate` more for `seconds`, in slices of 100 ms (10 ms for a paced player), as
+    /// padding: RTCP APP packets on RTSP, RTX padding on WebRTC.
     private func probe(extraBitRate: Int, rungBitRate: Int, seconds: Double) {
-        let slice = extraBitRate / 8 / 10
+        // A paced player's padding is decided every 10 ms against the latest feedback: decided per
+        // 100 ms, a slice already under way went on over a queue that had just filled, and the
+        // probe's queue overshot its hold by that slice (past 0.15 s, which Chromium counts as a
+        // freeze, and past a 30-packet queue's whole depth at 2.5 Mbit/s).
+        let tick = profile.paced ? 10 : 100
+        let slice = extraBitRate / 8 * tick / 1000
         guard slice > 0 else { return }
         // A datagram player's probe ramps up over its first second: on a link that cannot carry
         // it, the queue (and the loss past it) shows at a fraction of the padding, and the
         // policy ends the probe before it costs the media much. TCP's own window does that for
         // an interleaved player.
         let ramps = profile.paced
-        for index in 0..<max(1, Int(seconds * 10)) {
-            transport.eventLoop.scheduleTask(in: .milliseconds(Int64(index) * 100)) { [self] in
+        let rampSlices = 1000 / tick
+        for index in 0..<max(1, Int(seconds * 1000) / tick) {
+            transport.eventLoop.scheduleTask(in: .milliseconds(Int64(index * tick))) { [self] in
                 // The policy ends a probe as soon as a queue builds: the padding stops with it.
                 let (probing, backlog) = state.withLock { (!$0.stopped && $0.policy?.isProbing == true, $0.lastBacklog) }
                 guard probing else { return }
-                if let limit = profile.probeQueueLimit, backlog > limit { return }
+                // Judged on the queue a packet sent now meets, where the transport can tell: the
+                // latest feedback's is 50–100 ms old, and a probe paced on it overshot its hold.
+                if let limit = profile.probeQueueLimit, transport.pathQueue ?? backlog > limit { return }
                 // A keyframe still leaving the node's pacer goes first: padding beside it overfills
                 // the bottleneck just as the picture most needed arrives.
                 if profile.paced, Double(transport.pendingBytes) * 8 > Double(rungBitRate) * Self.pictureWaiting { return }
-                transport.sendPadding(bytes: ramps ? slice * min(10, index + 1) / 10 : slice)
+                transport.sendPadding(bytes: ramps ? slice * min(rampSlices, index + 1) / rampSlices : slice)
                 // A probe is watched closely: the sooner a queue is seen building, the less it delays the media.
-                if index > 0 { transport.connectionInfo().whenSuccess { [self] info in observe(info) } }
+                if index > 0, (index * tick) % 100 == 0 { transport.connectionInfo().whenSuccess { [self] info in observe(info) } }
             }
         }
     }
@@ -289,8 +298,11 @@ struct AdaptationProfile: Equatable {
     /// A datagram player's probe so holds the bottleneck's queue short: a link carrying less than
     /// the probe is full (its capacity measured) without overflowing. Ended only at 0.3 s queued,
     /// probes to the top on a 2.3 Mbit/s link with a 100-packet queue (0.42 s) overflowed it every
-    /// time, and the media lost froze Chromium up to 2 s. TCP's own window holds its queue.
-    var probeQueueLimit: Double? { paced ? 0.1 : nil }
+    /// time, and the media lost froze Chromium up to 2 s. Held at 0.1 s, every probe still took
+    /// 0.1–0.25 s into Chromium's audio jitter buffer, whose delay lip sync then gave the video in
+    /// one jump (a freeze of 0.2–0.4 s about every ten seconds on a link that carried the rung).
+    /// TCP's own window holds its queue.
+    var probeQueueLimit: Double? { paced ? 0.06 : nil }
 
     init(evidence: Evidence, paced: Bool) {
         self.evidence = evidence

@@ -34,11 +34,15 @@ protocol PlayerTransport: Sendable {
     var clock: NodeClock { get }
     /// What its link carries beside each rung's video, as its estimate counts it.
     var linkCost: SwitchingPolicy.LinkCost { get }
+    /// The queue on the path that a packet sent now would meet, seconds, where the transport can
+    /// tell between its feedback (WebRTC); nil elsewhere.
+    var pathQueue: Double? { get }
 }
 
 extension PlayerTransport {
     /// RTSP's estimates are compared with the rungs' video rates as they stand.
     var linkCost: SwitchingPolicy.LinkCost { .none }
+    var pathQueue: Double? { nil }
 }
 
 /// What was sent to one UDP player, per track: the meters its RTCP receiver reports are checked

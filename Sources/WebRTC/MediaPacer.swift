@@ -5,6 +5,12 @@ import DequeModule
 /// a stutter on every keyframe. Packets leave at `factor` times the rate media came in over the
 /// last second, so the pacer only smooths the bursts and never falls behind the media itself.
 ///
+/// Audio leaves ahead of the video waiting, as libwebrtc's pacer sends it: a keyframe paced over
+/// a narrow link holds the queue for a few hundred milliseconds, and audio queued behind it
+/// reached Chromium in bursts. Its audio jitter buffer answered with up to half a second of delay,
+/// and lip sync then held the video back as far, in jumps that Chromium counts as freezes (0.2–0.4 s
+/// every ten seconds or so on a trace window that always carried the rung).
+///
 /// Pure: the caller says what time it is, and sends what `release` returns.
 public struct MediaPacer: Sendable {
     /// GCC's pacing factor: bursts drain at 2.5× the media rate.
@@ -32,6 +38,8 @@ public struct MediaPacer: Sendable {
     }
 
     private var queue = Deque<Item>()
+    /// What is not video (the audio): it leaves before `queue`.
+    private var audioQueue = Deque<Item>()
     public private(set) var queuedBytes = 0
     private var budget = 0.0
     private var lastRelease: Double?
@@ -42,7 +50,7 @@ public struct MediaPacer: Sendable {
 
     public init() {}
 
-    public var isEmpty: Bool { queue.isEmpty }
+    public var isEmpty: Bool { queue.isEmpty && audioQueue.isEmpty }
 
     /// What media came in at over the last second (bit/s).
     public var mediaRate: Double { Double(max(windowBytes, previousWindowBytes)) * 8 }
@@ -72,7 +80,7 @@ public struct MediaPacer: Sendable {
             windowBytes = 0
         }
         windowBytes += item.bytes.count
-        queue.append(item)
+        if item.isVideo { queue.append(item) } else { audioQueue.append(item) }
         queuedBytes += item.bytes.count
     }
 
@@ -82,7 +90,13 @@ public struct MediaPacer: Sendable {
         let elapsed = lastRelease.map { max(0, now - $0) } ?? Self.burst
         lastRelease = now
         budget = min(budget + elapsed * bytesPerSecond, Self.burst * bytesPerSecond + 1500)
-        var released: [Item] = []
+        // Audio goes at once (a few hundred bytes every 20 ms): its cost is taken from the video's budget.
+        var released = Array(audioQueue)
+        for item in audioQueue {
+            budget -= Double(item.bytes.count)
+            queuedBytes -= item.bytes.count
+        }
+        audioQueue.removeAll()
         // A packet may take the budget below zero: the debt is paid before the next one leaves.
         while budget > 0, let item = queue.popFirst() {
             budget -= Double(item.bytes.count)
@@ -96,13 +110,14 @@ public struct MediaPacer: Sendable {
     /// The video queued is dropped, the audio kept: the player was moved down, and the old rung's
     /// pictures, late already, would reach the link before the new rung's IDR.
     public mutating func dropVideo() {
-        queue.removeAll { $0.isVideo }
-        queuedBytes = queue.reduce(0) { $0 + $1.bytes.count }
+        queue.removeAll()
+        queuedBytes = audioQueue.reduce(0) { $0 + $1.bytes.count }
     }
 
     /// Everything queued is dropped (the viewer left).
     public mutating func clear() {
         queue.removeAll()
+        audioQueue.removeAll()
         queuedBytes = 0
     }
 }

@@ -32,6 +32,8 @@ public struct TransportFeedbackLink: Sendable {
         var time: Double
         var acknowledged: Bool
         var padding: Bool
+        /// Bytes sent up to and with this packet, since the link began.
+        var sentThrough: UInt64
     }
 
     /// How many packets' send records are kept (about 10 s of a 4 Mbit/s rung).
@@ -44,6 +46,11 @@ public struct TransportFeedbackLink: Sendable {
 
     private var records: [Sent?] = Array(repeating: nil, count: capacity)
     private var delivered: UInt64 = 0
+    private var sentBytes: UInt64 = 0
+    private var deliveries = Deque<(time: Double, delivered: UInt64)>()
+    /// The last packet sent that feedback has reported arrived: when it left, the bytes sent up
+    /// to it, and the queue it met (seconds).
+    private var latestReported: (time: Double, sentThrough: UInt64, queue: Double)?
     private var leastDelay: [(time: Double, delay: Double)] = []
 
     public init() {}
@@ -51,7 +58,28 @@ public struct TransportFeedbackLink: Sendable {
     /// A packet left the node with this transport-wide sequence number. `padding`: a probe's,
     /// whose loss is the probe's own doing (it counts as delivered when it arrives, and never as lost).
     public mutating func sent(sequence: UInt16, bytes: Int, at time: Double, padding: Bool = false) {
-        records[Int(sequence) % Self.capacity] = Sent(sequence: sequence, bytes: bytes, time: time, acknowledged: false, padding: padding)
+        sentBytes &+= UInt64(bytes)
+        records[Int(sequence) % Self.capacity] = Sent(sequence: sequence, bytes: bytes, time: time, acknowledged: false, padding: padding,
+                                                      sentThrough: sentBytes)
+    }
+
+    /// What feedback said arrived over its last half second or so (bit/s; nil before 0.2 s of it):
+    /// while no queue builds, the link carries at least this, however little the estimate says.
+    public var recentDeliveryRate: Double? {
+        guard let last = deliveries.last, let first = deliveries.first, last.time - first.time >= 0.2 else { return nil }
+        return Double(last.delivered - first.delivered) * 8 / (last.time - first.time)
+    }
+
+    /// The queue a packet sent now would meet on the path (seconds), if the link drains at
+    /// `bitRate`: the queue the last packet reported met, plus what was sent after it, less what
+    /// the link carried since. Feedback comes every 50–100 ms and tells of packets sent before
+    /// it; a probe that waited for it to show a queue had overfilled the link by then (a 0.1 s
+    /// hold read 0.15–0.25 s at the probe's end, and Chromium's audio buffer, then its video by
+    /// lip sync, took that much more delay). Nil before any feedback.
+    public func predictedQueue(at now: Double, bitRate: Double) -> Double? {
+        guard let reported = latestReported, bitRate > 0 else { return nil }
+        let since = Double(sentBytes &- reported.sentThrough) * 8 / bitRate
+        return max(0, reported.queue + since - (now - reported.time))
     }
 
     /// One feedback, taken at `now` (the node's clock); nil when it names nothing the node sent.
@@ -63,6 +91,7 @@ public struct TransportFeedbackLink: Sendable {
         var bytesInSpan = 0
         var latestDelay: Double?
         var smallestDelay = Double.infinity
+        var newest: Sent?
         for packet in feedback.packets {
             let slot = Int(packet.sequence) % Self.capacity
             guard var record = records[slot], record.sequence == packet.sequence else { continue }
@@ -82,6 +111,7 @@ public struct TransportFeedbackLink: Sendable {
             // the path's delay, of which only changes matter.
             latestDelay = Double(arrival) / 1e6 - record.time
             smallestDelay = min(smallestDelay, latestDelay!)
+            if newest.map({ record.time >= $0.time }) ?? true { newest = record }
         }
         guard reported > 0 || latestDelay != nil else { return nil }
         var queue = 0.0
@@ -90,7 +120,12 @@ public struct TransportFeedbackLink: Sendable {
             leastDelay.removeAll { now - $0.time > baseWindow || $0.delay >= smallestDelay }
             leastDelay.append((now, smallestDelay))
             queue = max(0, delay - (leastDelay.first?.delay ?? delay))
+            if let newest, newest.time >= latestReported?.time ?? -.infinity {
+                latestReported = (newest.time, newest.sentThrough, queue)
+            }
         }
+        deliveries.append((now, delivered))
+        while deliveries.count > 2, let second = deliveries.dropFirst().first, now - second.time >= 0.5 { deliveries.removeFirst() }
         lossCounts.append((now, reported, lost))
         while let first = lossCounts.first, now - first.time > lossWindow { lossCounts.removeFirst() }
         let reportedInWindow = lossCounts.reduce(0) { $0 + $1.reported }

@@ -71,6 +71,8 @@ public final class WebRTCViewer: Sendable {
         var link = TransportFeedbackLink()
         var retransmissionSequence: UInt16 = UInt16.random(in: 0...UInt16.max)
         var paddingBytes = 0
+        /// Padding a probe asked for that its slices have not sent yet (bytes).
+        var paddingOwed = 0
         /// Video sent lately, for NACKs, and how many packets were resent.
         var history = RetransmissionHistory()
         var retransmissions = 0
@@ -417,7 +419,18 @@ public final class WebRTCViewer: Sendable {
         let packets: [MediaPacer.Item] = state.withLock { state in
             guard state.outbound != nil, state.peer != nil, !state.ended else { return [] }
             var packets: [MediaPacer.Item] = []
-            for original in state.history.recent(bytes: bytes) {
+            // A slice (10 ms of the probe) is often less than one full-size packet: what it could
+            // not send is owed to the next, so the padding comes at the rate the probe asked for.
+            state.paddingOwed = min(state.paddingOwed + bytes, bytes + 3000)
+            let recent = state.history.recent(bytes: state.paddingOwed)
+            var chosen: [RTPPacket] = []
+            for original in recent {
+                let size = original.payload.readableBytes + 14
+                guard size <= state.paddingOwed else { break }
+                state.paddingOwed -= size
+                chosen.append(original)
+            }
+            for original in chosen {
                 state.retransmissionSequence &+= 1
                 let packet = RetransmissionHistory.retransmission(of: original, payloadType: rtxType, ssrc: plan.retransmissionSSRC,
                                                                   sequence: state.retransmissionSequence)
@@ -425,7 +438,11 @@ public final class WebRTCViewer: Sendable {
                                                            transportSequence: (extensionID, 0)),
                                      carriesTransportSequence: true))
             }
-            var left = packets.isEmpty ? bytes : 0
+            var left = 0
+            if recent.isEmpty {
+                left = state.paddingOwed
+                state.paddingOwed = 0
+            }
             while left > 0, packets.count < 2000 {
                 state.retransmissionSequence &+= 1
                 let padding = min(255, max(1, left))
@@ -440,25 +457,16 @@ public final class WebRTCViewer: Sendable {
             return packets
         }
         guard !packets.isEmpty else { return }
-        // Paced over the slice's 100 ms in ten steps: a probe sent at once overflows a short
-        // bottleneck queue and reads as loss on a link that would have carried it.
-        let steps = 10
-        let perStep = (packets.count + steps - 1) / steps
-        for step in 0..<steps {
-            let part = Array(packets.dropFirst(step * perStep).prefix(perStep))
-            guard !part.isEmpty else { break }
-            channel.eventLoop.scheduleTask(in: .milliseconds(Int64(step) * 10)) { [self] in
-                let (outgoing, peer) = state.withLock { state -> (Outgoing?, SocketAddress?) in
-                    guard !state.ended, let peer = state.peer else { return (nil, nil) }
-                    let now = clock.seconds
-                    var outgoing = Outgoing(part, allocator: channel.allocator)
-                    for item in part { _ = outgoing.leave(item, padding: true, state: &state, at: now) }
-                    state.paddingBytes += outgoing.bytes
-                    return (outgoing, peer)
-                }
-                if let outgoing, let peer { service.send(outgoing.buffer, sizes: outgoing.sizes, to: peer) }
-            }
+        // The probe asks for a slice every 10 ms (`PlayerAdaptation`): it leaves at once.
+        let (outgoing, peer) = state.withLock { state -> (Outgoing?, SocketAddress?) in
+            guard !state.ended, let peer = state.peer else { return (nil, nil) }
+            let now = clock.seconds
+            var outgoing = Outgoing(packets, allocator: channel.allocator)
+            for item in packets { _ = outgoing.leave(item, padding: true, state: &state, at: now) }
+            state.paddingBytes += outgoing.bytes
+            return (outgoing, peer)
         }
+        if let outgoing, let peer { service.send(outgoing.buffer, sizes: outgoing.sizes, to: peer) }
     }
 
     /// Sender reports (both tracks on one NTP timeline, for lip sync) and goodbyes, under the answered SSRCs.
@@ -546,6 +554,7 @@ struct ViewerSink: PacketSink {
     func send(_ rtcp: RTCPPacket, track: Int) { viewer.sendControl(rtcp, track: track) }
     var pendingBytes: Int { viewer.pacedBytes }
     var linkCost: SwitchingPolicy.LinkCost { viewer.linkCost }
+    var pathQueue: Double? { viewer.pathQueue }
     func close() {}
     func sendPadding(bytes: Int) { viewer.sendPadding(bytes: bytes) }
     func dropQueuedVideo() { viewer.dropQueuedVideo() }
@@ -557,6 +566,13 @@ extension WebRTCViewer {
     /// Media waiting in the pacer: the viewer's backlog, as the player's adaptation sees it.
     var pacedBytes: Int { state.withLock { $0.pacer.queuedBytes } }
     var linkCost: SwitchingPolicy.LinkCost { state.withLock { $0.wireCost.cost } }
+    /// The queue on the path a packet sent now would meet, from the latest feedback and what was
+    /// sent since; drained at the estimate, or at what arrived lately where that is more.
+    var pathQueue: Double? {
+        state.withLock { state in
+            state.link.predictedQueue(at: clock.seconds, bitRate: max(state.pacer.linkRate ?? 0, state.link.recentDeliveryRate ?? 0))
+        }
+    }
 
     /// The player was moved down with a flush (or skipped): its rung's video still in the pacer
     /// is dropped, and nothing sent before is resent. Both would reach the full link ahead of the

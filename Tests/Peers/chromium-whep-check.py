@@ -46,7 +46,12 @@ STATS = """(async () => {
     bytesReceived: video.bytesReceived || 0, audioBytesReceived: audio.bytesReceived || 0,
     audioHeaderBytesReceived: audio.headerBytesReceived || 0, audioPacketsReceived: audio.packetsReceived || 0,
     playoutLagMs: video.estimatedPlayoutTimestamp ? Date.now() + 2208988800000 - video.estimatedPlayoutTimestamp : null,
-    audioSamples: audio.totalSamplesReceived || 0, audioConcealed: audio.concealedSamples || 0, audioAheadOfVideoMs: sync});
+    audioSamples: audio.totalSamplesReceived || 0, audioConcealed: audio.concealedSamples || 0, audioAheadOfVideoMs: sync,
+    jitterBufferDelay: video.jitterBufferDelay || 0, jitterBufferTargetDelay: video.jitterBufferTargetDelay || 0,
+    jitterBufferEmittedCount: video.jitterBufferEmittedCount || 0, totalDecodeTime: video.totalDecodeTime || 0,
+    framesReceived: video.framesReceived || 0, keyFramesDecoded: video.keyFramesDecoded || 0,
+    audioJitterBufferDelay: audio.jitterBufferDelay || 0, audioJitterBufferTargetDelay: audio.jitterBufferTargetDelay || 0,
+    audioJitterBufferEmittedCount: audio.jitterBufferEmittedCount || 0});
 })()"""
 
 def main():

@@ -27,6 +27,7 @@ import Testing
         func sendPadding(bytes: Int) { lock.withLock { padding.append(bytes) } }
         var received: Int { lock.withLock { pictures.count } }
         var paddingSlices: Int { lock.withLock { padding.count } }
+        var paddingSent: [Int] { lock.withLock { padding } }
     }
 
     static let clock = Rational(1, 90000)
@@ -155,10 +156,17 @@ import Testing
         feedback(backlog: 0.2)
         loop.advanceTime(by: .milliseconds(100))
         #expect(sink.paddingSlices == 1, "padding was sent over a 0.2 s queue")
-        // Drained: the padding resumes.
+        // Drained: the padding resumes, a slice every 10 ms.
         feedback(backlog: 0.01)
         loop.advanceTime(by: .milliseconds(100))
-        #expect(sink.paddingSlices == 2)
+        #expect(sink.paddingSlices == 11)
+        // A queue seen between two slices stops the very next one.
+        feedback(backlog: 0.2)
+        loop.advanceTime(by: .milliseconds(10))
+        #expect(sink.paddingSlices == 11, "a slice went out over a 0.2 s queue")
+        // The slices ramp up over the probe's first second, each at most 10 ms of the probe's whole rate.
+        let slices = sink.paddingSent
+        #expect(slices.count == 11 && slices.last! > slices.first! && slices.allSatisfy { $0 <= 3_125_000 / 8 / 100 })
         _ = high
     }
 }

@@ -5,7 +5,8 @@ import Testing
 
 /// The pacer and the NACK history on made-up clocks and packets (no sockets, no sleeping).
 @Suite struct MediaPacerTests {
-    static func datagram(_ size: Int = 1200) -> MediaPacer.Item { .init(bytes: [UInt8](repeating: 0, count: size), carriesTransportSequence: false) }
+    static func datagram(_ size: Int = 1200) -> MediaPacer.Item { .init(bytes: [UInt8](repeating: 0, count: size), carriesTransportSequence: false, isVideo: true) }
+    static func audio(_ size: Int = 120) -> MediaPacer.Item { .init(bytes: [UInt8](repeating: 1, count: size), carriesTransportSequence: true, isVideo: false) }
 
     @Test func aKeyframeIsSpreadAtTwoAndAHalfTimesTheMediaRate() {
         var pacer = MediaPacer()
@@ -56,6 +57,38 @@ import Testing
         // A link wider than the burst changes nothing.
         pacer.linkRate = 50_000_000
         #expect(pacer.rate == MediaPacer.minimumRate)
+    }
+
+    /// Audio queued behind a keyframe leaves at the next release, ahead of the keyframe's rest,
+    /// and what it took is taken from the video's pace, which goes on as before.
+    @Test func audioLeavesAheadOfTheVideoWaitingAndCountsAgainstItsPace() {
+        var pacer = MediaPacer()
+        pacer.linkRate = 1_200_000  // 1.25 × = 1.5 Mbit/s: 60 KB take 0.32 s
+        for _ in 0..<50 { pacer.enqueue(Self.datagram(), at: 0) }
+        var now = 0.0
+        var videoSent = 0
+        var audioSentAt: [(queued: Double, left: Double)] = []
+        var audioQueuedAt: [Double] = []
+        while !pacer.isEmpty, now < 1 {
+            // An Opus packet every 20 ms while the keyframe leaves.
+            if Int((now * 1000).rounded()) % 20 == 0, now < 0.3 {
+                pacer.enqueue(Self.audio(), at: now)
+                audioQueuedAt.append(now)
+            }
+            for item in pacer.release(at: now) {
+                if item.isVideo { videoSent += 1 } else { audioSentAt.append((audioQueuedAt.removeFirst(), now)) }
+            }
+            now += 0.005
+        }
+        #expect(videoSent == 50 && audioSentAt.count == 15)
+        for (queued, left) in audioSentAt { #expect(left - queued < 0.001, "audio queued at \(queued) left at \(left)") }
+        // The keyframe and the audio together at the pace: 60 KB + 1.8 KB at 1.5 Mbit/s.
+        #expect(abs(now - (50 * 1200 + 15 * 120) * 8 / 1_500_000.0) < 0.03, "the last video left at \(now)")
+        // After a pause too the audio leads (the budget then lets this picture go whole).
+        pacer.enqueue(Self.datagram(), at: 1)
+        pacer.enqueue(Self.datagram(), at: 1)
+        pacer.enqueue(Self.audio(), at: 1)
+        #expect(pacer.release(at: 1).map(\.isVideo) == [false, true, true])
     }
 
     @Test func anIdlePacerLetsASmallPictureGoAtOnceAndClears() {

@@ -52,6 +52,30 @@ import Testing
         #expect(abs((last.rate ?? 0) - 640_000) < 20_000)
     }
 
+    /// Between two feedbacks the queue a packet would meet now is the last reported packet's,
+    /// plus what was sent after it at the link's rate, less the time since it left.
+    @Test func theQueueNowIsPredictedFromTheLastReportAndWhatWasSentSince() throws {
+        var link = TransportFeedbackLink()
+        #expect(link.predictedQueue(at: 0, bitRate: 960_000) == nil, "no feedback yet")
+        // 960 kbit/s sent over a link of the same rate: each 1200-byte packet takes 10 ms, and
+        // the tenth, sent at 0.09 s, met a queue of 50 ms (delays 30 ms, then 80 ms).
+        var packets: [TransportFeedback.Packet] = []
+        for index in 0..<10 {
+            link.sent(sequence: UInt16(index), bytes: 1200, at: Double(index) * 0.01)
+            let delay = index == 0 ? 0.03 : 0.08
+            packets.append(.init(sequence: UInt16(index), arrival: Int64((1000 + Double(index) * 0.01 + delay) * 1e6)))
+        }
+        let observation = link.receive(TransportFeedback(baseSequence: 0, feedbackCount: 0, packets: packets), at: 0.2)
+        #expect(abs((observation?.backlogSeconds ?? 0) - 0.05) < 0.001)
+        #expect(abs(try #require(link.predictedQueue(at: 0.09, bitRate: 960_000)) - 0.05) < 0.001)
+        // Twenty more packets at once, after 0.1 s: 0.05 + 0.2 − 0.1.
+        for index in 10..<30 { link.sent(sequence: UInt16(index), bytes: 1200, at: 0.19) }
+        #expect(abs(try #require(link.predictedQueue(at: 0.19, bitRate: 960_000)) - 0.15) < 0.001)
+        // A link twice as fast drains them in half the time; after long enough, nothing waits.
+        #expect(abs(try #require(link.predictedQueue(at: 0.19, bitRate: 1_920_000)) - 0.05) < 0.001)
+        #expect(link.predictedQueue(at: 1, bitRate: 960_000) == 0)
+    }
+
     @Test func lossIsCountedOverTheLastSecondAndLostPacketsAreNotDelivered() throws {
         // Feedback every 100 ms: two of the first ten lost.
         let observations = Self.run(200, lost: [3, 5]) { _ in 0.03 }
