@@ -106,7 +106,7 @@ public struct WHEPAnswer: Sendable, Equatable {
             throw Refusal(status: 406, reason: "no H.264 format in the offer takes the rung's \(rung.name) (\(plan.videoProfileLevelID)) with packetization-mode 1; offered: \(offered.isEmpty ? "none" : offered.joined(separator: ", "))")
         }
         let rtx = video.formats.first { $0.encoding.lowercased() == "rtx" && $0.parameters["apt"] == String(chosen.payloadType) }
-        let twcc = video.extensionID(transportSequenceURI)
+        let twcc = Self.oneByteID(video, transportSequenceURI)
         let feedback = supportedFeedback.filter { chosen.feedback.contains($0) && ($0 != "transport-cc" || twcc != nil) }
 
         var lines = ["v=0", "o=- \(UInt64(plan.videoSSRC) << 16 | UInt64(plan.audioSSRC ?? 0) & 0xFFFF) 2 IN IP4 127.0.0.1", "s=-", "t=0 0",
@@ -146,13 +146,13 @@ public struct WHEPAnswer: Sendable, Equatable {
                     throw Refusal(status: 406, reason: "the offer's audio m-line has no Opus 48000/2, the only audio the node sends to browsers")
                 }
                 audioPayloadType = opus.payloadType
-                audioTWCC = media.extensionID(transportSequenceURI)
+                audioTWCC = Self.oneByteID(media, transportSequenceURI)
                 lines.append("m=audio 9 UDP/TLS/RTP/SAVPF \(opus.payloadType)")
-                lines += transportLines(media: media, plan: plan, extensionID: media.extensionID(transportSequenceURI))
+                lines += transportLines(media: media, plan: plan, extensionID: audioTWCC)
                 lines.append(plan.audioSSRC == nil ? "a=inactive" : "a=sendonly")
                 lines.append("a=msid:\(plan.streamID) audio")
                 lines.append("a=rtpmap:\(opus.payloadType) opus/48000/2")
-                if opus.feedback.contains("transport-cc"), media.extensionID(transportSequenceURI) != nil {
+                if opus.feedback.contains("transport-cc"), audioTWCC != nil {
                     lines.append("a=rtcp-fb:\(opus.payloadType) transport-cc")
                 }
                 lines.append("a=fmtp:\(opus.payloadType) minptime=10;useinbandfec=1;stereo=1")
@@ -164,6 +164,14 @@ public struct WHEPAnswer: Sendable, Equatable {
                           transportSequenceExtension: twcc, audioTransportSequenceExtension: plan.audioSSRC == nil ? nil : audioTWCC,
                           remoteUfrag: ufrag, remotePassword: password, remoteFingerprint: fingerprint, videoFeedback: feedback,
                           videoDecoder: H264ProfileLevel(video: chosen.parameters["profile-level-id"] ?? "420010"))
+    }
+
+    /// An offered extension's id where the node can write it: RFC 8285's one-byte form (ids
+    /// 1–14), the only one it sends. An offer that names it 15 or above (the two-byte form) gets
+    /// an answer without it, as a peer that did not offer it would: the node had written such an
+    /// id into a byte and trapped on its first packet.
+    static func oneByteID(_ media: WebRTCOffer.Media, _ uri: String) -> Int? {
+        media.extensionID(uri).flatMap { (1...14).contains($0) ? $0 : nil }
     }
 
     private static func transportLines(media: WebRTCOffer.Media, plan: Plan, extensionID: Int?) -> [String] {

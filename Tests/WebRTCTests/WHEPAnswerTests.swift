@@ -41,6 +41,16 @@ import Testing
         #expect(answer.audioPayloadType == nil && answer.sdp.contains("a=inactive"))
     }
 
+    /// Transport-wide feedback offered under an id the node would have to write in RFC 8285's
+    /// two-byte form (15 and up) is answered as if not offered: the one-byte form is all it sends.
+    @Test func extensionIdsBeyondTheOneByteFormAreLeftOut() throws {
+        let twoByte = WebRTCOfferTests.chromiumOffer.replacingOccurrences(of: "a=extmap:3 ", with: "a=extmap:20 ")
+        let answer = try WHEPAnswer.answer(try Self.offer(twoByte), plan: Self.plan())
+        #expect(answer.transportSequenceExtension == nil && answer.audioTransportSequenceExtension == nil)
+        #expect(!answer.sdp.contains("a=extmap") && !answer.videoFeedback.contains("transport-cc"))
+        #expect(answer.videoPayloadType == 102 && answer.audioPayloadType == 111)
+    }
+
     @Test func offersTheNodeCannotServeAreRefusedWithTheirStatus() throws {
         func refusal(_ text: String, profile: String = "42e01f") throws -> (Int, String)? {
             let parsed = try Self.offer(text)
