@@ -84,10 +84,8 @@ public struct MediaPacer: Sendable {
         queuedBytes += item.bytes.count
     }
 
-    /// What may leave now, in order. `holdingVideo`: the path already holds more than it should
-    /// (the caller's reading of its feedback), so only the audio leaves and the video waits here,
-    /// where a move down can still drop it.
-    public mutating func release(at now: Double, holdingVideo: Bool = false) -> [Item] {
+    /// What may leave now, in order.
+    public mutating func release(at now: Double) -> [Item] {
         let bytesPerSecond = rate / 8
         let elapsed = lastRelease.map { max(0, now - $0) } ?? Self.burst
         lastRelease = now
@@ -100,7 +98,7 @@ public struct MediaPacer: Sendable {
         }
         audioQueue.removeAll()
         // A packet may take the budget below zero: the debt is paid before the next one leaves.
-        while !holdingVideo, budget > 0, let item = queue.popFirst() {
+        while budget > 0, let item = queue.popFirst() {
             budget -= Double(item.bytes.count)
             queuedBytes -= item.bytes.count
             released.append(item)

@@ -339,20 +339,6 @@ public final class WebRTCViewer: Sendable {
         if startsPacing { service.startPacing(self) }
     }
 
-    /// Seconds queued on the path above which the viewer's video waits in its pacer. When the
-    /// link falls, what the node keeps sending fills the bottleneck's queue and overflows it; the
-    /// move down that follows then flushes the pacer, but the old rung still fills the path
-    /// ahead of the new rung's IDR, which lost packets there: on the step to 1.3 Mbit/s over a
-    /// 30-packet queue, 480p's first pictures after its IDR never decoded, and Chromium froze
-    /// 1.7 s until a second move down. Held here, the media waits as long but is not lost, and a
-    /// flush drops it. Above the probes' hold (`AdaptationProfile.probeQueueLimit`), so a probe
-    /// never holds the media back.
-    static let pathQueueLimit = 0.15
-
-    private static func pathIsFull(_ state: State, at now: Double) -> Bool {
-        (state.link.predictedQueue(at: now, bitRate: drainRate(state)) ?? 0) > pathQueueLimit
-    }
-
     /// What the path is taken to drain at: the estimate, or what arrived lately where more.
     static func drainRate(_ state: State) -> Double { max(state.pacer.linkRate ?? 0, state.link.recentDeliveryRate ?? 0) }
 
@@ -369,7 +355,7 @@ public final class WebRTCViewer: Sendable {
                 return (nil, nil, false)
             }
             let now = clock.seconds
-            let items = state.pacer.release(at: now, holdingVideo: Self.pathIsFull(state, at: now))
+            let items = state.pacer.release(at: now)
             if state.pacer.isEmpty { state.pacing = false }
             // Most ticks of a viewer paced to its link release nothing: no buffer for them.
             guard !items.isEmpty else { return (nil, peer, state.pacing) }

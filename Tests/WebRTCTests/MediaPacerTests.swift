@@ -89,12 +89,6 @@ import Testing
         pacer.enqueue(Self.datagram(), at: 1)
         pacer.enqueue(Self.audio(), at: 1)
         #expect(pacer.release(at: 1).map(\.isVideo) == [false, true, true])
-        // While the path is full the video waits and the audio goes; then the video follows.
-        pacer.enqueue(Self.datagram(), at: 2)
-        pacer.enqueue(Self.audio(), at: 2)
-        #expect(pacer.release(at: 2, holdingVideo: true).map(\.isVideo) == [false])
-        #expect(pacer.release(at: 2.05, holdingVideo: true).isEmpty && pacer.queuedBytes == 1200)
-        #expect(pacer.release(at: 2.1).map(\.isVideo) == [true] && pacer.isEmpty)
     }
 
     @Test func anIdlePacerLetsASmallPictureGoAtOnceAndClears() {
