@@ -258,22 +258,32 @@ final class PlayerAdaptation: Sendable {
         // an interleaved player.
         let ramps = profile.paced
         let rampSlices = 1000 / tick
-        for index in 0..<max(1, Int(seconds * 1000) / tick) {
-            transport.eventLoop.scheduleTask(in: .milliseconds(Int64(index * tick))) { [self] in
-                // The policy ends a probe as soon as a queue builds: the padding stops with it.
-                let (probing, backlog) = state.withLock { (!$0.stopped && $0.policy?.isProbing == true, $0.lastBacklog) }
-                guard probing else { return }
-                // Judged on the queue a packet sent now meets, where the transport can tell: the
-                // latest feedback's is 50–100 ms old, and a probe paced on it overshot its hold.
-                if let limit = profile.probeQueueLimit, transport.pathQueue ?? backlog > limit { return }
-                // A keyframe still leaving the node's pacer goes first: padding beside it overfills
-                // the bottleneck just as the picture most needed arrives.
-                if profile.paced, Double(transport.pendingBytes) * 8 > Double(rungBitRate) * Self.pictureWaiting { return }
-                transport.sendPadding(bytes: ramps ? slice * min(rampSlices, index + 1) / rampSlices : slice)
-                // A probe is watched closely: the sooner a queue is seen building, the less it delays the media.
-                if index > 0, (index * tick) % 100 == 0 { transport.connectionInfo().whenSuccess { [self] info in observe(info) } }
+        let count = max(1, Int(seconds * 1000) / tick)
+        // One slice scheduled at a time, each after the one before (not the probe's hundreds of
+        // timers at once), and none once the probe has ended.
+        @Sendable func schedule(_ index: Int) {
+            transport.eventLoop.scheduleTask(in: .milliseconds(Int64(index == 0 ? 0 : tick))) { [self] in
+                guard sendSlice(index) else { return }
+                if index + 1 < count { schedule(index + 1) }
             }
         }
+        // Whether the probe is still under way.
+        @Sendable func sendSlice(_ index: Int) -> Bool {
+            // The policy ends a probe as soon as a queue builds: the padding stops with it.
+            let (probing, backlog) = state.withLock { (!$0.stopped && $0.policy?.isProbing == true, $0.lastBacklog) }
+            guard probing else { return false }
+            // Judged on the queue a packet sent now meets, where the transport can tell: the
+            // latest feedback's is 50–100 ms old, and a probe paced on it overshot its hold.
+            if let limit = profile.probeQueueLimit, transport.pathQueue ?? backlog > limit { return true }
+            // A keyframe still leaving the node's pacer goes first: padding beside it overfills
+            // the bottleneck just as the picture most needed arrives.
+            if profile.paced, Double(transport.pendingBytes) * 8 > Double(rungBitRate) * Self.pictureWaiting { return true }
+            transport.sendPadding(bytes: ramps ? slice * min(rampSlices, index + 1) / rampSlices : slice)
+            // A probe is watched closely: the sooner a queue is seen building, the less it delays the media.
+            if index > 0, (index * tick) % 100 == 0 { transport.connectionInfo().whenSuccess { [self] info in observe(info) } }
+            return true
+        }
+        schedule(0)
     }
 }
 

@@ -91,12 +91,12 @@ public struct MediaPacer: Sendable {
         lastRelease = now
         budget = min(budget + elapsed * bytesPerSecond, Self.burst * bytesPerSecond + 1500)
         // Audio goes at once (a few hundred bytes every 20 ms): its cost is taken from the video's budget.
-        var released = Array(audioQueue)
-        for item in audioQueue {
+        var released: [Item] = []
+        while let item = audioQueue.popFirst() {
             budget -= Double(item.bytes.count)
             queuedBytes -= item.bytes.count
+            released.append(item)
         }
-        audioQueue.removeAll()
         // A packet may take the budget below zero: the debt is paid before the next one leaves.
         while budget > 0, let item = queue.popFirst() {
             budget -= Double(item.bytes.count)
