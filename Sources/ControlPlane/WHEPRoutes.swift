@@ -95,33 +95,59 @@ enum WHEPPlayerPage {
         const stream = \(literal)[0];
         const status = document.getElementById('status');
         const video = document.getElementById('video');
-        (async () => {
+        let resource = null;
+        // A session whose ICE failed (an outage longer than the browser's consent checks allow)
+        // is ended and a new one posted two seconds later, as MediaMTX's and OvenPlayer's pages do.
+        function restart(pc) {
+          if (pc !== window.pc) return;
+          pc.close();
+          if (resource) fetch(resource, {method: 'DELETE'}).catch(() => {});
+          resource = null;
+          window.restarts = (window.restarts || 0) + 1;
+          status.textContent = 'reconnecting…';
+          setTimeout(() => play().catch(failed), 2000);
+        }
+        function failed(error) {
+          status.textContent = String(error) + ' (trying again)';
+          setTimeout(() => play().catch(failed), 2000);
+        }
+        async function play() {
           const pc = new RTCPeerConnection();
           window.pc = pc;
           pc.addTransceiver('video', {direction: 'recvonly'});
           pc.addTransceiver('audio', {direction: 'recvonly'});
+          const media = new MediaStream();
           pc.ontrack = (event) => {
-            if (!video.srcObject) video.srcObject = new MediaStream();
-            video.srcObject.addTrack(event.track);
+            media.addTrack(event.track);
+            video.srcObject = media;
           };
+          pc.onconnectionstatechange = () => { if (pc.connectionState === 'failed') restart(pc); };
           await pc.setLocalDescription(await pc.createOffer());
           const posted = performance.now();
           // WHEP (RFC 9725): the offer as application/sdp, the answer back with the session's Location.
           const response = await fetch('/whep/' + stream + location.search, {method: 'POST', headers: {'Content-Type': 'application/sdp'}, body: pc.localDescription.sdp});
-          if (response.status !== 201) { status.textContent = 'WHEP ' + response.status + ': ' + await response.text(); return; }
-          const resource = response.headers.get('Location');
+          // A refusal (an unknown stream, an offer the node cannot serve) is shown, not retried.
+          if (response.status !== 201) { status.textContent = 'WHEP ' + response.status + ': ' + await response.text(); pc.close(); return; }
+          resource = response.headers.get('Location');
           window.whepResource = resource;
           await pc.setRemoteDescription({type: 'answer', sdp: await response.text()});
-          addEventListener('pagehide', () => fetch(resource, {method: 'DELETE', keepalive: true}));
-          video.requestVideoFrameCallback?.(() => { window.firstDecodedAfterPost = (performance.now() - posted) / 1000; });
-          setInterval(async () => {
-            let line = pc.connectionState;
-            (await pc.getStats()).forEach((s) => {
-              if (s.type === 'inbound-rtp' && s.kind === 'video') line += ` · ${s.frameWidth || 0}×${s.frameHeight || 0} · ${s.framesDecoded || 0} pictures · ${s.packetsLost || 0} lost`;
-            });
-            status.textContent = line;
-          }, 1000);
-        })().catch((error) => { status.textContent = String(error); });
+          if (window.firstDecodedAfterPost === undefined) {
+            window.firstDecodedAfterPost = null;
+            video.requestVideoFrameCallback?.(() => { window.firstDecodedAfterPost = (performance.now() - posted) / 1000; });
+          }
+        }
+        addEventListener('pagehide', () => { if (resource) fetch(resource, {method: 'DELETE', keepalive: true}); });
+        setInterval(async () => {
+          const pc = window.pc;
+          if (!pc || !resource) return;
+          let line = pc.connectionState;
+          (await pc.getStats()).forEach((s) => {
+            if (s.type === 'inbound-rtp' && s.kind === 'video') line += ` · ${s.frameWidth || 0}×${s.frameHeight || 0} · ${s.framesDecoded || 0} pictures · ${s.packetsLost || 0} lost`;
+          });
+          if (window.restarts) line += ` · ${window.restarts} reconnection${window.restarts > 1 ? 's' : ''}`;
+          status.textContent = line;
+        }, 1000);
+        play().catch(failed);
         </script>
         </body></html>
         """

@@ -11,6 +11,15 @@ import DequeModule
 /// and lip sync then held the video back as far, in jumps that Chromium counts as freezes (0.2–0.4 s
 /// every ten seconds or so on a trace window that always carried the rung).
 ///
+/// A congestion window bounds what is on the path (as libwebrtc's pacer's does): bytes sent and
+/// not yet reported by feedback, at most what the link drains in a round trip and a little more
+/// (`WebRTCViewer.congestionWindow`). Without it, a link that fell to almost nothing (a 3G
+/// trace's 50 s at 2 kbit/s) kept its 100-packet queue full of video, the node's answers to the
+/// browser's ICE consent checks waited behind it for minutes, and Chromium gave the session up.
+/// Held here instead, media can still be dropped: audio after `staleAudio`, video after
+/// `staleVideo` (up to the stream's next keyframe, which the caller asks for), and the time video
+/// waits behind the window counts in the lag the switching policy judges.
+///
 /// Pure: the caller says what time it is, and sends what `release` returns.
 public struct MediaPacer: Sendable {
     /// GCC's pacing factor: bursts drain at 2.5× the media rate.
@@ -30,6 +39,8 @@ public struct MediaPacer: Sendable {
         public var carriesTransportSequence: Bool
         /// A video packet: dropped with the rest of its rung when the player is moved away.
         public var isVideo: Bool
+        /// When it was queued (`enqueue` sets it).
+        public var queuedAt = 0.0
         public init(bytes: [UInt8], carriesTransportSequence: Bool, isVideo: Bool = false) {
             self.bytes = bytes
             self.carriesTransportSequence = carriesTransportSequence
@@ -47,6 +58,23 @@ public struct MediaPacer: Sendable {
     private var windowStart = 0.0
     private var windowBytes = 0
     private var previousWindowBytes = 0
+
+    /// Whether the last release left media waiting because the congestion window was full.
+    public private(set) var windowBlocked = false
+    /// Video was dropped for waiting too long (`staleVideo`), since the caller last took this.
+    public private(set) var droppedStaleVideo = false
+    private var lastSent = -Double.infinity
+
+    /// Audio that waited this long behind a full window is dropped (seconds): played that late
+    /// it would only add to the browser's jitter buffer.
+    public static let staleAudio = 1.0
+    /// Video that waited this long is dropped with all video queued after it (seconds): the
+    /// player then starts again at its rung's next keyframe. Longer than the lag at which the
+    /// switching policy skips on its own (2 s, judged on feedback, which an outage delays).
+    public static let staleVideo = 3.0
+    /// While the window stays full, one packet leaves this often (seconds): feedback lost on the
+    /// way back would otherwise leave the window full for good.
+    public static let keepaliveInterval = 1.0
 
     public init() {}
 
@@ -80,31 +108,63 @@ public struct MediaPacer: Sendable {
             windowBytes = 0
         }
         windowBytes += item.bytes.count
+        var item = item
+        item.queuedAt = now
         if item.isVideo { queue.append(item) } else { audioQueue.append(item) }
         queuedBytes += item.bytes.count
     }
 
-    /// What may leave now, in order.
-    public mutating func release(at now: Double) -> [Item] {
+    /// What may leave now, in order. `window`: bytes that may still go on the path (nil: no
+    /// window); a packet may take it below zero, as the budget.
+    public mutating func release(at now: Double, window: Int? = nil) -> [Item] {
         let bytesPerSecond = rate / 8
         let elapsed = lastRelease.map { max(0, now - $0) } ?? Self.burst
         lastRelease = now
         budget = min(budget + elapsed * bytesPerSecond, Self.burst * bytesPerSecond + 1500)
+        dropStale(at: now)
+        var room = window ?? .max
+        // A full window still lets one packet through now and then, so feedback comes back.
+        if room <= 0, !isEmpty, now - lastSent >= Self.keepaliveInterval { room = 1 }
         // Audio goes at once (a few hundred bytes every 20 ms): its cost is taken from the video's budget.
         var released: [Item] = []
-        while let item = audioQueue.popFirst() {
+        while room > 0, let item = audioQueue.popFirst() {
             budget -= Double(item.bytes.count)
+            room -= item.bytes.count
             queuedBytes -= item.bytes.count
             released.append(item)
         }
         // A packet may take the budget below zero: the debt is paid before the next one leaves.
-        while budget > 0, let item = queue.popFirst() {
+        while budget > 0, room > 0, let item = queue.popFirst() {
             budget -= Double(item.bytes.count)
+            room -= item.bytes.count
             queuedBytes -= item.bytes.count
             released.append(item)
         }
+        windowBlocked = room <= 0 && !isEmpty
+        if !released.isEmpty { lastSent = now }
         if queue.isEmpty { budget = min(budget, 1500) }
         return released
+    }
+
+    /// How long the oldest video queued has waited (seconds; 0 when none waits).
+    public func oldestVideoWait(at now: Double) -> Double { queue.first.map { max(0, now - $0.queuedAt) } ?? 0 }
+
+    /// Whether video was dropped for waiting too long since the last call (then the caller asks
+    /// for the next keyframe, and forgets what it would resend).
+    public mutating func takeDroppedStaleVideo() -> Bool {
+        defer { droppedStaleVideo = false }
+        return droppedStaleVideo
+    }
+
+    private mutating func dropStale(at now: Double) {
+        while let first = audioQueue.first, now - first.queuedAt > Self.staleAudio {
+            queuedBytes -= first.bytes.count
+            audioQueue.removeFirst()
+        }
+        if oldestVideoWait(at: now) > Self.staleVideo {
+            dropVideo()
+            droppedStaleVideo = true
+        }
     }
 
     /// The video queued is dropped, the audio kept: the player was moved down, and the old rung's

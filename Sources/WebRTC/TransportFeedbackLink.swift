@@ -51,6 +51,10 @@ public struct TransportFeedbackLink: Sendable {
     /// The last packet sent that feedback has reported arrived: when it left, the bytes sent up
     /// to it, and the queue it met (seconds).
     private var latestReported: (time: Double, sentThrough: UInt64, queue: Double)?
+    /// Bytes sent up to the newest packet any feedback has reported, arrived or lost.
+    private var reportedThrough: UInt64 = 0
+    /// When feedback last named a packet the node sent (the node's clock).
+    public private(set) var lastFeedback: Double?
     private var leastDelay: [(time: Double, delay: Double)] = []
 
     public init() {}
@@ -69,6 +73,10 @@ public struct TransportFeedbackLink: Sendable {
         guard let last = deliveries.last, let first = deliveries.first, last.time - first.time >= 0.2 else { return nil }
         return Double(last.delivered - first.delivered) * 8 / (last.time - first.time)
     }
+
+    /// Bytes sent after the newest packet feedback has reported: on the path, or lost there and
+    /// not yet known to be. A congestion window (`MediaPacer.release(at:window:)`) holds it.
+    public var inFlightBytes: Int { Int(clamping: sentBytes &- reportedThrough) }
 
     /// The queue a packet sent now would meet on the path (seconds), if the link drains at
     /// `bitRate`: the queue the last packet reported met, plus what was sent after it, less what
@@ -96,6 +104,7 @@ public struct TransportFeedbackLink: Sendable {
             let slot = Int(packet.sequence) % Self.capacity
             guard var record = records[slot], record.sequence == packet.sequence else { continue }
             if !record.padding { reported += 1 }
+            reportedThrough = max(reportedThrough, record.sentThrough)
             guard let arrival = packet.arrival else {
                 if !record.padding { lost += 1 }
                 continue
@@ -114,6 +123,7 @@ public struct TransportFeedbackLink: Sendable {
             if newest.map({ record.time >= $0.time }) ?? true { newest = record }
         }
         guard reported > 0 || latestDelay != nil else { return nil }
+        lastFeedback = now
         var queue = 0.0
         if let delay = latestDelay {
             // The least delay over the window (a queue kept increasing, so its first is the least).

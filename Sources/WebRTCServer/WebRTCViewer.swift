@@ -85,6 +85,8 @@ public final class WebRTCViewer: Sendable {
         /// the browser's reports then give (RFC 3550 §6.4.1).
         var reportsSent: [(ntp: UInt32, at: Double)] = []
         var roundTrip: Double?
+        /// The least round trip seen: the path's own, without its queue (the congestion window's).
+        var leastRoundTrip: Double?
         var fractionLost: Double?
         /// What the viewer's link carries beside its rung's video, for the switching policy.
         var wireCost = WireCostMeter()
@@ -252,11 +254,18 @@ public final class WebRTCViewer: Sendable {
                         state.fractionLost = Double(block.fractionLost) / 256
                         if block.lastSenderReport != 0, let sent = state.reportsSent.first(where: { $0.ntp == block.lastSenderReport }) {
                             let roundTrip = Double(now) / 1e9 - sent.at - Double(block.delaySinceLastSenderReport) / 65536
-                            if roundTrip >= 0, roundTrip < 60 { state.roundTrip = roundTrip }
+                            if roundTrip >= 0, roundTrip < 60 {
+                                state.roundTrip = roundTrip
+                                state.leastRoundTrip = min(state.leastRoundTrip ?? roundTrip, roundTrip)
+                            }
                         }
                     }
                 case let .transportFeedback(report):
-                    if let observation = state.link.receive(report, at: Double(now) / 1e9) { observations.append(observation) }
+                    guard var observation = state.link.receive(report, at: Double(now) / 1e9) else { break }
+                    // Video held behind a full congestion window is as late as video queued on
+                    // the path: the lag the policy moves down or skips on is both.
+                    if state.pacer.windowBlocked { observation.backlogSeconds += state.pacer.oldestVideoWait(at: Double(now) / 1e9) }
+                    observations.append(observation)
                 default: break
                 }
             }
@@ -342,32 +351,65 @@ public final class WebRTCViewer: Sendable {
     /// What the path is taken to drain at: the estimate, or what arrived lately where more.
     static func drainRate(_ state: State) -> Double { max(state.pacer.linkRate ?? 0, state.link.recentDeliveryRate ?? 0) }
 
+    /// The most that may be on the path and not yet reported by feedback (bytes): what the path
+    /// drains in its round trip, the 50–100 ms Chromium's feedback waits, and a queue of a tenth
+    /// of a second or so beyond; never under two full packets. Before the link has an estimate,
+    /// `initialWindow`.
+    static func congestionWindow(_ state: State) -> Int {
+        guard state.pacer.linkRate != nil else { return Self.initialWindow }
+        let roundTrip = min(0.5, state.leastRoundTrip ?? 0.1)
+        return max(Self.leastWindow, Int(drainRate(state) / 8 * (roundTrip + Self.windowQueue)))
+    }
+
+    /// Seconds beyond the round trip the congestion window holds: Chromium's feedback interval
+    /// (50–250 ms) and a short queue.
+    static let windowQueue = 0.25
+    static let leastWindow = 3000
+    /// A new viewer's window until its first estimate: a top rung's first keyframe leaves at once
+    /// (feedback then opens the window within 50–100 ms on a wide link), but the catch-up GOP
+    /// behind it does not overflow a narrow link's queue. Without it, a viewer started on a
+    /// 2.4 Mbit/s top over a 1.2 Mbit/s link lost 182 packets of that GOP and the first pictures of
+    /// the rung it was moved to, and froze 2.2 s.
+    static let initialWindow = 64 * 1024
+
     /// Whether media waits in the pacer (the service's pacing tick keeps the viewer until not).
     var isPacing: Bool { state.withLock { $0.pacing } }
 
     /// Writes what the pacer lets go now; false once nothing waits. Called by the service's
     /// pacing tick on the port's event loop, which flushes once after every viewer.
     func releasePaced() -> Bool {
-        let (outgoing, peer, more) = state.withLock { state -> (Outgoing?, SocketAddress?, Bool) in
+        let (outgoing, peer, more, droppedStale) = state.withLock { state -> (Outgoing?, SocketAddress?, Bool, PacketPlayer?) in
             guard !state.ended, let peer = state.peer else {
                 state.pacer.clear()
                 state.pacing = false
-                return (nil, nil, false)
+                return (nil, nil, false, nil)
             }
             let now = clock.seconds
-            let items = state.pacer.release(at: now)
+            let window = Self.congestionWindow(state) - state.link.inFlightBytes
+            let items = state.pacer.release(at: now, window: window)
+            // Video dropped for waiting too long: nothing of it is resent, and the player goes on
+            // from its rung's next keyframe.
+            var droppedStale: PacketPlayer?
+            if state.pacer.takeDroppedStaleVideo() {
+                state.history.forget()
+                droppedStale = state.player
+            }
             if state.pacer.isEmpty { state.pacing = false }
             // Most ticks of a viewer paced to its link release nothing: no buffer for them.
-            guard !items.isEmpty else { return (nil, peer, state.pacing) }
+            guard !items.isEmpty else { return (nil, peer, state.pacing, droppedStale) }
             var outgoing = Outgoing(items, allocator: channel.allocator)
             for item in items {
                 guard let length = outgoing.leave(item, state: &state, at: now) else { continue }
                 state.packetsSent += 1
                 state.bytesSent += length
             }
-            return (outgoing, peer, state.pacing)
+            return (outgoing, peer, state.pacing, droppedStale)
         }
         if let outgoing, let peer { service.write(outgoing.buffer, sizes: outgoing.sizes, to: peer) }  // the tick flushes
+        if let droppedStale {
+            droppedStale.skipToNextKeyframe()
+            logger.info("WebRTC viewer's video waited too long behind its congestion window: it goes on from the next keyframe")
+        }
         return more
     }
 

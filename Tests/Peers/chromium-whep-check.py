@@ -39,7 +39,7 @@ STATS = """(async () => {
                         if (s.type === 'inbound-rtp' && s.kind === 'audio') audio = s; });
   const sync = audio.estimatedPlayoutTimestamp && video.estimatedPlayoutTimestamp
     ? audio.estimatedPlayoutTimestamp - video.estimatedPlayoutTimestamp : null;
-  return JSON.stringify({status, connection: window.pc.connectionState, framesDecoded: video.framesDecoded || 0,
+  return JSON.stringify({status, connection: window.pc.connectionState, reconnections: window.restarts || 0, framesDecoded: video.framesDecoded || 0,
     frameWidth: video.frameWidth || 0, frameHeight: video.frameHeight || 0, freezeCount: video.freezeCount || 0,
     totalFreezesDuration: video.totalFreezesDuration || 0, pliCount: video.pliCount || 0, framesDropped: video.framesDropped || 0,
     packetsLost: video.packetsLost || 0, nackCount: video.nackCount || 0, firstDecodedAfterPost: window.firstDecodedAfterPost || null,
@@ -53,6 +53,43 @@ STATS = """(async () => {
     audioJitterBufferDelay: audio.jitterBufferDelay || 0, audioJitterBufferTargetDelay: audio.jitterBufferTargetDelay || 0,
     audioJitterBufferEmittedCount: audio.jitterBufferEmittedCount || 0});
 })()"""
+
+# Counters that start again at zero on each new peer connection (the page posts a new session
+# after ICE fails): carried over so a run reads as one viewer's.
+COUNTERS = ["framesDecoded", "freezeCount", "totalFreezesDuration", "pliCount", "framesDropped", "packetsLost", "nackCount",
+            "bytesReceived", "audioBytesReceived", "audioHeaderBytesReceived", "audioPacketsReceived", "audioSamples",
+            "audioConcealed", "jitterBufferDelay", "jitterBufferTargetDelay", "jitterBufferEmittedCount", "totalDecodeTime",
+            "framesReceived", "keyFramesDecoded", "audioJitterBufferDelay", "audioJitterBufferTargetDelay",
+            "audioJitterBufferEmittedCount"]
+
+class Carry:
+    """Adds what earlier connections counted. The time from the last picture of a failed
+    connection to the first of the next counts as one freeze: Chromium never counts it (the
+    failed connection decodes nothing more, the new one starts with no freeze)."""
+    def __init__(self):
+        self.carried = {name: 0 for name in COUNTERS}
+        self.previous = None
+        self.last_progress = None
+        self.gap_from = None
+
+    def __call__(self, row):
+        if self.previous is not None and row.get("reconnections", 0) != self.previous.get("reconnections", 0):
+            for name in COUNTERS:
+                self.carried[name] += self.previous.get(name, 0)
+            self.gap_from = self.last_progress
+            self.previous = None
+        raw = dict(row)
+        if self.gap_from is not None and row.get("framesDecoded", 0) > 0:
+            self.carried["totalFreezesDuration"] += row["wall"] - self.gap_from
+            self.carried["freezeCount"] += 1
+            self.gap_from = None
+        for name in COUNTERS:
+            if isinstance(row.get(name), (int, float)):
+                row[name] = row[name] + self.carried[name]
+        if self.previous is None or raw.get("framesDecoded", 0) > self.previous.get("framesDecoded", 0):
+            self.last_progress = row["wall"]
+        self.previous = raw
+        return row
 
 def main():
     url = sys.argv[1]
@@ -68,6 +105,7 @@ def main():
             print(json.dumps({"error": "chromium did not open its DevTools port"}))
             return 2
         last = {}
+        carry = Carry()
         start = time.time()
         end = start + seconds
         while time.time() < end:
@@ -75,6 +113,7 @@ def main():
             last = json.loads(value or "{}")
             last["t"] = round(time.time() - start, 2)
             last["wall"] = round(time.time(), 3)
+            last = carry(last)
             print(json.dumps(last), flush=True)
             if wanted == 0:
                 time.sleep(0.5)

@@ -162,6 +162,55 @@ import Testing
         #expect(Array(rtx.payload.readableBytesView) == [0xAB, 0xCD, 1, 2, 3])
     }
 
+    /// A full congestion window holds everything, audio first once it opens; one packet still
+    /// leaves every `keepaliveInterval`, so feedback comes back.
+    @Test func aFullWindowHoldsTheMediaButLetsAKeepaliveThrough() {
+        var pacer = MediaPacer()
+        for _ in 0..<10 { pacer.enqueue(Self.datagram(), at: 0) }
+        pacer.enqueue(Self.audio(), at: 0)
+        #expect(pacer.release(at: 0.001, window: 0).count == 1, "nothing has left yet: the keepalive")
+        #expect(pacer.release(at: 0.01, window: 0).isEmpty)
+        #expect(pacer.windowBlocked)
+        #expect(pacer.release(at: 0.5, window: -500).isEmpty)
+        // Room for about two packets: two leave (the second takes the window below zero).
+        let released = pacer.release(at: 0.6, window: 1300)
+        #expect(released.count == 2 && released.allSatisfy(\.isVideo))
+        #expect(pacer.windowBlocked)
+        #expect(abs(pacer.oldestVideoWait(at: 0.6) - 0.6) < 1e-9)
+        #expect(pacer.release(at: 1.7, window: 0).count == 1, "a second without sending: the keepalive")
+        // An open window lets the rest go at the pace.
+        var left = 0
+        var now = 1.7
+        while !pacer.isEmpty, now < 2 { now += 0.005; left += pacer.release(at: now, window: 1_000_000).count }
+        #expect(left == 7)
+        #expect(!pacer.windowBlocked)
+    }
+
+    /// Behind a window that stays full, audio older than a second and video older than three are
+    /// dropped; the caller hears of the video once, to ask for the next keyframe.
+    @Test func mediaHeldTooLongBehindAFullWindowIsDropped() {
+        var pacer = MediaPacer()
+        for tick in 0..<200 {
+            let now = Double(tick) * 0.02
+            pacer.enqueue(Self.audio(), at: now)
+            pacer.enqueue(Self.datagram(), at: now)
+            _ = pacer.release(at: now, window: 0)
+            if tick == 100 {
+                // Two seconds in: all the video and about a second of the audio are kept (the keepalives took audio).
+                #expect(pacer.queuedBytes <= 101 * 1200 + 51 * 120 && pacer.queuedBytes > 101 * 1200 + 45 * 120)
+                let dropped = pacer.takeDroppedStaleVideo()
+                #expect(!dropped)
+            }
+        }
+        // Four seconds in: the video older than three seconds went, with all queued after it.
+        let dropped = pacer.takeDroppedStaleVideo()
+        let droppedAgain = pacer.takeDroppedStaleVideo()
+        #expect(dropped)
+        #expect(!droppedAgain, "told once")
+        #expect(pacer.oldestVideoWait(at: 3.98) < MediaPacer.staleVideo)
+        #expect(pacer.queuedBytes < 60 * 1200 + 51 * 120)
+    }
+
     /// A link full enough to lose packets gets at most a quarter of the media's rate in resends,
     /// however many the browser NACKs; a quiet link has the whole bucket for the next loss.
     @Test func resendsAreBoundedByAShareOfTheMediaRate() {
