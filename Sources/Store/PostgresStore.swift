@@ -178,12 +178,13 @@ public final class PostgresStore: NodeStore {
         for await event in events.stream {
             let detail = String(event.detail.utf8.prefix(JobHistoryLimits.detailBytes)) ?? ""
             do {
+                // One statement, so no reader sees the stream over its cap between the insert and
+                // the trim (a reader did, as 1001 events). Both parts see the table as it was: the
+                // trim keeps one fewer than the cap, and the insert adds the newest.
                 try await client.query("""
+                    WITH trimmed AS (DELETE FROM job_event WHERE stream_guid = \(event.streamGuid) AND id < (SELECT id FROM job_event
+                        WHERE stream_guid = \(event.streamGuid) ORDER BY id DESC OFFSET \(JobHistoryLimits.eventsPerStream - 2) LIMIT 1))
                     INSERT INTO job_event (stream_guid, time, kind, detail) VALUES (\(event.streamGuid), \(event.time), \(event.kind), \(detail))
-                    """, logger: logger)
-                try await client.query("""
-                    DELETE FROM job_event WHERE stream_guid = \(event.streamGuid) AND id < (SELECT id FROM job_event
-                        WHERE stream_guid = \(event.streamGuid) ORDER BY id DESC OFFSET \(JobHistoryLimits.eventsPerStream - 1) LIMIT 1)
                     """, logger: logger)
                 written += 1
                 // The stream cap keeps the table small, so this global trim is rare and cheap.
