@@ -5,7 +5,8 @@ import DequeModule
 /// a stutter on every keyframe. Packets leave at `factor` times the rate media came in over the
 /// last second, so the pacer only smooths the bursts and never falls behind the media itself.
 ///
-/// Audio leaves ahead of the video waiting, as libwebrtc's pacer sends it: a keyframe paced over
+/// Audio leaves ahead of the video waiting, as libwebrtc's pacer sends it, each packet when an
+/// `AudioSmoother` says it is due (a publisher's bursts spread over the time they cover): a keyframe paced over
 /// a narrow link holds the queue for a few hundred milliseconds, and audio queued behind it
 /// reached Chromium in bursts. Its audio jitter buffer answered with up to half a second of delay,
 /// and lip sync then held the video back as far, in jumps that Chromium counts as freezes (0.2–0.4 s
@@ -41,6 +42,8 @@ public struct MediaPacer: Sendable {
         public var isVideo: Bool
         /// When it was queued (`enqueue` sets it).
         public var queuedAt = 0.0
+        /// Audio: when it is due to leave (`AudioSmoother`; `enqueue` sets it).
+        var due = 0.0
         public init(bytes: [UInt8], carriesTransportSequence: Bool, isVideo: Bool = false) {
             self.bytes = bytes
             self.carriesTransportSequence = carriesTransportSequence
@@ -51,6 +54,8 @@ public struct MediaPacer: Sendable {
     private var queue = Deque<Item>()
     /// What is not video (the audio): it leaves before `queue`.
     private var audioQueue = Deque<Item>()
+    /// Spreads the publisher's bursts of audio over the time they cover.
+    private var audioSmoother = AudioSmoother()
     public private(set) var queuedBytes = 0
     private var budget = 0.0
     private var lastRelease: Double?
@@ -110,6 +115,10 @@ public struct MediaPacer: Sendable {
         windowBytes += item.bytes.count
         var item = item
         item.queuedAt = now
+        if !item.isVideo, item.bytes.count >= 12 {
+            let timestamp = item.bytes[4...7].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+            item.due = audioSmoother.due(timestamp: timestamp, at: now)
+        }
         if item.isVideo { queue.append(item) } else { audioQueue.append(item) }
         queuedBytes += item.bytes.count
     }
@@ -125,9 +134,10 @@ public struct MediaPacer: Sendable {
         var room = window ?? .max
         // A full window still lets one packet through now and then, so feedback comes back.
         if room <= 0, !isEmpty, now - lastSent >= Self.keepaliveInterval { room = 1 }
-        // Audio goes at once (a few hundred bytes every 20 ms): its cost is taken from the video's budget.
+        // Audio goes when due (a few hundred bytes every 20 ms): its cost is taken from the video's budget.
         var released: [Item] = []
-        while room > 0, let item = audioQueue.popFirst() {
+        while room > 0, let item = audioQueue.first, item.due <= now {
+            audioQueue.removeFirst()
             budget -= Double(item.bytes.count)
             room -= item.bytes.count
             queuedBytes -= item.bytes.count
