@@ -5,12 +5,13 @@ import DequeModule
 /// a stutter on every keyframe. Packets leave at `factor` times the rate media came in over the
 /// last second, so the pacer only smooths the bursts and never falls behind the media itself.
 ///
-/// Audio leaves ahead of the video waiting, as libwebrtc's pacer sends it, each packet when an
-/// `AudioSmoother` says it is due (a publisher's bursts spread over the time they cover): a keyframe paced over
+/// Audio leaves ahead of the video waiting, as libwebrtc's pacer sends it: a keyframe paced over
 /// a narrow link holds the queue for a few hundred milliseconds, and audio queued behind it
-/// reached Chromium in bursts. Its audio jitter buffer answered with up to half a second of delay,
-/// and lip sync then held the video back as far, in jumps that Chromium counts as freezes (0.2–0.4 s
-/// every ten seconds or so on a trace window that always carried the rung).
+/// reached Chromium in bursts. Its audio jitter buffer answered with up to half a second of
+/// delay, and lip sync then held the video back as far, in jumps that Chromium counts as freezes
+/// (0.2–0.4 s every ten seconds or so on a trace window that always carried the rung). Each audio
+/// packet leaves when an `AudioSmoother` says it is due (a publisher's bursts spread over the
+/// media time they cover).
 ///
 /// A congestion window bounds what is on the path (as libwebrtc's pacer's does): bytes sent and
 /// not yet reported by feedback, at most what the link drains in a round trip and a little more

@@ -53,8 +53,6 @@ public struct TransportFeedbackLink: Sendable {
     private var latestReported: (time: Double, sentThrough: UInt64, queue: Double)?
     /// Bytes sent up to the newest packet any feedback has reported, arrived or lost.
     private var reportedThrough: UInt64 = 0
-    /// When feedback last named a packet the node sent (the node's clock).
-    public private(set) var lastFeedback: Double?
     private var leastDelay: [(time: Double, delay: Double)] = []
 
     public init() {}
@@ -123,7 +121,6 @@ public struct TransportFeedbackLink: Sendable {
             if newest.map({ record.time >= $0.time }) ?? true { newest = record }
         }
         guard reported > 0 || latestDelay != nil else { return nil }
-        lastFeedback = now
         var queue = 0.0
         if let delay = latestDelay {
             // The least delay over the window (a queue kept increasing, so its first is the least).

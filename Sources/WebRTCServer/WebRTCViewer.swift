@@ -352,9 +352,8 @@ public final class WebRTCViewer: Sendable {
     static func drainRate(_ state: State) -> Double { max(state.pacer.linkRate ?? 0, state.link.recentDeliveryRate ?? 0) }
 
     /// The most that may be on the path and not yet reported by feedback (bytes): what the path
-    /// drains in its round trip, the 50–100 ms Chromium's feedback waits, and a queue of a tenth
-    /// of a second or so beyond; never under two full packets. Before the link has an estimate,
-    /// `initialWindow`.
+    /// drains in its round trip, the 50–100 ms Chromium's feedback waits, and a queue of 0.15–0.2 s
+    /// beyond; never under two full packets. Before the link has an estimate, `initialWindow`.
     static func congestionWindow(_ state: State) -> Int {
         guard state.pacer.linkRate != nil else { return Self.initialWindow }
         let roundTrip = min(0.5, state.leastRoundTrip ?? 0.1)
@@ -362,7 +361,8 @@ public final class WebRTCViewer: Sendable {
     }
 
     /// Seconds beyond the round trip the congestion window holds: Chromium's feedback interval
-    /// (50–250 ms) and a short queue.
+    /// (50–250 ms) and a short queue. 0.12 s (run AI) was no better: Chromium's audio delay on a
+    /// shaped link comes from the keyframes in the bottleneck, which a shorter window does not stop.
     static let windowQueue = 0.25
     static let leastWindow = 3000
     /// A new viewer's window until its first estimate: a top rung's first keyframe leaves at once
