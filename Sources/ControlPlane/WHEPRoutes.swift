@@ -98,18 +98,24 @@ enum WHEPPlayerPage {
         let resource = null;
         // A session whose ICE failed (an outage longer than the browser's consent checks allow)
         // is ended and a new one posted two seconds later, as MediaMTX's and OvenPlayer's pages do.
+        // Either way the old connection is closed and its session ended first, so a retry
+        // leaves nothing behind on the node.
         function restart(pc) {
           if (pc !== window.pc) return;
-          pc.close();
-          if (resource) fetch(resource, {method: 'DELETE'}).catch(() => {});
-          resource = null;
+          end();
           window.restarts = (window.restarts || 0) + 1;
           status.textContent = 'reconnecting…';
           setTimeout(() => play().catch(failed), 2000);
         }
         function failed(error) {
+          end();
           status.textContent = String(error) + ' (trying again)';
           setTimeout(() => play().catch(failed), 2000);
+        }
+        function end() {
+          window.pc?.close();
+          if (resource) fetch(resource, {method: 'DELETE'}).catch(() => {});
+          resource = null;
         }
         async function play() {
           const pc = new RTCPeerConnection();

@@ -68,7 +68,7 @@ public struct MediaPacer: Sendable {
     /// Whether the last release left media waiting because the congestion window was full.
     public private(set) var windowBlocked = false
     /// Video was dropped for waiting too long (`staleVideo`), since the caller last took this.
-    public private(set) var droppedStaleVideo = false
+    private var droppedStaleVideo = false
     private var lastSent = -Double.infinity
 
     /// Audio that waited this long behind a full window is dropped (seconds): played that late
