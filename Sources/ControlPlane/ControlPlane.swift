@@ -234,6 +234,9 @@ public final class ControlPlane: Sendable {
             public var lossPercent: Double?
             public var nacks: Int?
             public var retransmissions: Int?
+            /// WebRTC viewers: the least playout delay the node asks the browser for, so that its
+            /// rung's keyframes cross the link without a freeze (0 where they cross in time).
+            public var playoutDelayMs: Int?
         }
 
         public var streamGuid: String
@@ -307,7 +310,8 @@ public final class ControlPlane: Sendable {
             JobView.PlayerView(session: $0.id, requested: $0.path, streamGuid: $0.level.flatMap { level in ladder.variants.first { $0.level == level }?.streamGuid },
                                abrLevel: $0.level, adaptive: $0.adaptive, estimateBitRate: $0.estimate.map { Int($0) }, switches: $0.switches,
                                transport: "webrtc", address: $0.peer, roundTripMs: $0.roundTrip.map { ($0 * 10_000).rounded() / 10 },
-                               lossPercent: $0.fractionLost.map { ($0 * 1000).rounded() / 10 }, nacks: $0.nacks, retransmissions: $0.retransmissions)
+                               lossPercent: $0.fractionLost.map { ($0 * 1000).rounded() / 10 }, nacks: $0.nacks, retransmissions: $0.retransmissions,
+                               playoutDelayMs: $0.playoutDelay.map { Int(($0 * 1000).rounded()) })
         }
         return JobView(streamGuid: ladder.streamGuid, state: status?.state.rawValue ?? "provisioned", publisher: publisher, players: players,
                        droppedAtIngest: status?.droppedAtIngest ?? 0, notificationsRefused: status?.notificationsRefused ?? 0, hlsMaster: layout.liveURLPath(),

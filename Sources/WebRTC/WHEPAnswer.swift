@@ -57,6 +57,10 @@ public struct WHEPAnswer: Sendable, Equatable {
     public var transportSequenceExtension: Int?
     /// The same for the audio m-line (under BUNDLE, browsers give both one id).
     public var audioTransportSequenceExtension: Int?
+    /// The id of libwebrtc's playout-delay extension on the video (nil: not offered), through
+    /// which the node asks the browser to hold pictures long enough for the rung's keyframes
+    /// to cross the viewer's link (`KeyframePlayoutDelay`).
+    public var playoutDelayExtension: Int?
     public var remoteUfrag: String
     public var remotePassword: String
     public var remoteFingerprint: WebRTCOffer.Fingerprint
@@ -66,6 +70,7 @@ public struct WHEPAnswer: Sendable, Equatable {
     public var videoDecoder: H264ProfileLevel?
 
     public static let transportSequenceURI = "http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-extensions-01"
+    public static let playoutDelayURI = "http://www.webrtc.org/experiments/rtp-hdrext/playout-delay"
     static let supportedFeedback = ["nack", "nack pli", "ccm fir", "transport-cc", "goog-remb"]
 
     public static func answer(_ offer: WebRTCOffer, plan: Plan) throws(Refusal) -> WHEPAnswer {
@@ -107,6 +112,7 @@ public struct WHEPAnswer: Sendable, Equatable {
         }
         let rtx = video.formats.first { $0.encoding.lowercased() == "rtx" && $0.parameters["apt"] == String(chosen.payloadType) }
         let twcc = Self.oneByteID(video, transportSequenceURI)
+        let playoutDelay = Self.oneByteID(video, playoutDelayURI).flatMap { $0 == twcc ? nil : $0 }
         let feedback = supportedFeedback.filter { chosen.feedback.contains($0) && ($0 != "transport-cc" || twcc != nil) }
 
         var lines = ["v=0", "o=- \(UInt64(plan.videoSSRC) << 16 | UInt64(plan.audioSSRC ?? 0) & 0xFFFF) 2 IN IP4 127.0.0.1", "s=-", "t=0 0",
@@ -128,6 +134,7 @@ public struct WHEPAnswer: Sendable, Equatable {
                 let payloadTypes = [chosen.payloadType] + (rtx.map { [$0.payloadType] } ?? [])
                 lines.append("m=video 9 UDP/TLS/RTP/SAVPF \(payloadTypes.map(String.init).joined(separator: " "))")
                 lines += transportLines(media: media, plan: plan, extensionID: twcc)
+                if let playoutDelay { lines.append("a=extmap:\(playoutDelay) \(playoutDelayURI)") }
                 lines.append("a=sendonly")
                 lines.append("a=msid:\(plan.streamID) video")
                 lines.append("a=rtpmap:\(chosen.payloadType) H264/90000")
@@ -162,6 +169,7 @@ public struct WHEPAnswer: Sendable, Equatable {
         return WHEPAnswer(sdp: lines.joined(separator: "\r\n") + "\r\n", videoPayloadType: chosen.payloadType,
                           retransmissionPayloadType: rtx?.payloadType, audioPayloadType: plan.audioSSRC == nil ? nil : audioPayloadType,
                           transportSequenceExtension: twcc, audioTransportSequenceExtension: plan.audioSSRC == nil ? nil : audioTWCC,
+                          playoutDelayExtension: playoutDelay,
                           remoteUfrag: ufrag, remotePassword: password, remoteFingerprint: fingerprint, videoFeedback: feedback,
                           videoDecoder: H264ProfileLevel(video: chosen.parameters["profile-level-id"] ?? "420010"))
     }

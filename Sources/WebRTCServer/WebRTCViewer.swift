@@ -1,4 +1,5 @@
 import Dispatch
+import Glibc
 import Logging
 import MediaCore
 import NIOCore
@@ -34,6 +35,8 @@ public final class WebRTCViewer: Sendable {
         public var adaptive: Bool
         public var switches: Int
         public var estimate: Double?
+        /// The least playout delay asked of the browser (s; nil: it did not offer the extension).
+        public var playoutDelay: Double?
     }
 
     let id: String
@@ -78,6 +81,8 @@ public final class WebRTCViewer: Sendable {
         var retransmissions = 0
         /// Media waiting to leave at the pace of the link (see `MediaPacer`).
         var pacer = MediaPacer()
+        /// What the browser is asked to hold pictures for, so keyframes cross the link in time.
+        var playoutDelay = KeyframePlayoutDelay()
         var retransmissionBudget = RetransmissionBudget()
         var retransmissionsDeclined = 0
         var pacing = false
@@ -280,6 +285,17 @@ public final class WebRTCViewer: Sendable {
             for (block, track) in reports { player.receiverReport(block, track: track, receiverEstimate: estimate) }
         }
         if !lost.isEmpty { retransmit(lost) }
+        if logger.logLevel <= .debug, feedback.contains(where: { if case .pictureLoss = $0 { true } else if case .fullIntraRequest = $0 { true } else { false } }) {
+            logger.debug("WebRTC viewer asked for a picture (PLI/FIR)", metadata: ["at": "\(Self.wallClock())"])
+        }
+    }
+
+    /// Wall-clock seconds for debug traces, to line them up with the bench's link changes.
+    static func wallClock() -> String {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let milliseconds = String(now.tv_nsec / 1_000_000)
+        return "\(now.tv_sec).\(String(repeating: "0", count: 3 - milliseconds.count))\(milliseconds)"
     }
 
     /// Answers a NACK from the history: on the RTX stream where negotiated (RFC 4588), else the
@@ -291,9 +307,19 @@ public final class WebRTCViewer: Sendable {
             guard let peer = state.peer, !state.ended else { return (nil, nil) }
             let now = clock.seconds
             var outgoing = Outgoing(allocator: channel.allocator)
-            for original in state.history.resend(sequences) {
+            let held = state.history.resend(sequences)
+            var declined = 0
+            defer {
+                if logger.logLevel <= .debug {
+                    logger.debug("WebRTC viewer NACK", metadata: ["at": "\(Self.wallClock())", "asked": "\(sequences.count)", "held": "\(held.count)",
+                                                                 "declined": "\(declined)", "inFlight": "\(state.link.inFlightBytes)",
+                                                                 "window": "\(Self.congestionWindow(state))"])
+                }
+            }
+            for original in held {
                 guard state.retransmissionBudget.allow(bytes: original.payload.readableBytes + 40, mediaRate: state.pacer.mediaRate, at: now) else {
                     state.retransmissionsDeclined += 1
+                    declined += 1
                     continue
                 }
                 var packet = original
@@ -328,8 +354,14 @@ public final class WebRTCViewer: Sendable {
         let startsPacing = state.withLock { state -> Bool in
             guard state.outbound != nil, state.peer != nil, !state.ended else { return false }
             let now = clock.seconds
+            var playoutDelay: (id: Int, minimum: Double)?
+            if track == 0, let id = answer.playoutDelayExtension, let first = packets.first {
+                if H264Packetizer.startsKeyframe(first.payload) { state.playoutDelay.keyframe(bytes: packets.reduce(0) { $0 + $1.payload.readableBytes }) }
+                playoutDelay = (id, state.playoutDelay.update(drainRate: Self.drainRate(state), at: now))
+            }
             for packet in packets {
-                let clear = Self.serialize(packet, payloadType: payloadType, ssrc: ssrc, transportSequence: extensionID.map { ($0, 0) })
+                let clear = Self.serialize(packet, payloadType: payloadType, ssrc: ssrc, transportSequence: extensionID.map { ($0, 0) },
+                                           playoutDelay: playoutDelay)
                 // SRTP adds its tag: 16 bytes for AES-GCM, 10 for HMAC-SHA1-80; the larger serves both.
                 if track == 0 {
                     state.history.keep(packet)
@@ -386,7 +418,13 @@ public final class WebRTCViewer: Sendable {
             }
             let now = clock.seconds
             let window = Self.congestionWindow(state) - state.link.inFlightBytes
+            let wasBlocked = state.pacer.windowBlocked
             let items = state.pacer.release(at: now, window: window)
+            if state.pacer.windowBlocked != wasBlocked, logger.logLevel <= .debug {
+                logger.debug("WebRTC viewer's congestion window", metadata: [
+                    "at": "\(Self.wallClock())", "blocked": "\(state.pacer.windowBlocked)", "window": "\(Self.congestionWindow(state))",
+                    "inFlight": "\(state.link.inFlightBytes)", "queued": "\(state.pacer.queuedBytes)"])
+            }
             // Video dropped for waiting too long: nothing of it is resent, and the player goes on
             // from its rung's next keyframe.
             var droppedStale: PacketPlayer?
@@ -538,18 +576,28 @@ public final class WebRTCViewer: Sendable {
         if let datagram, let peer { service.send(datagram, to: peer) }
     }
 
-    /// RTP with a one-byte header extension (RFC 8285) carrying the transport-wide sequence number.
-    static func serialize(_ packet: RTPPacket, payloadType: UInt8, ssrc: UInt32, transportSequence: (id: Int, value: UInt16)?) -> [UInt8] {
+    /// RTP with one-byte header extensions (RFC 8285): the transport-wide sequence number first
+    /// (`leave` fills it in at bytes 17–18), then the playout delay asked of the browser.
+    static func serialize(_ packet: RTPPacket, payloadType: UInt8, ssrc: UInt32, transportSequence: (id: Int, value: UInt16)?,
+                          playoutDelay: (id: Int, minimum: Double)? = nil) -> [UInt8] {
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(packet.payload.readableBytes + 24)
-        bytes.append(transportSequence == nil ? 0x80 : 0x90)
+        bytes.reserveCapacity(packet.payload.readableBytes + 28)
+        bytes.append(transportSequence == nil && playoutDelay == nil ? 0x80 : 0x90)
         bytes.append((packet.marker ? 0x80 : 0) | (payloadType & 0x7F))
         bytes += [UInt8(packet.sequenceNumber >> 8), UInt8(packet.sequenceNumber & 0xFF)]
         for shift in [24, 16, 8, 0] { bytes.append(UInt8(truncatingIfNeeded: packet.timestamp >> UInt32(shift))) }
         for shift in [24, 16, 8, 0] { bytes.append(UInt8(truncatingIfNeeded: ssrc >> UInt32(shift))) }
-        if let (id, value) = transportSequence {
-            // 0xBEDE, one word: id and length-1 (1), the 16-bit sequence, one byte of padding.
-            bytes += [0xBE, 0xDE, 0x00, 0x01, UInt8(id << 4 | 1), UInt8(value >> 8), UInt8(value & 0xFF), 0]
+        if transportSequence != nil || playoutDelay != nil {
+            // 0xBEDE and the length in words, then each element: id and length-1, its bytes; padded to a word.
+            var elements: [UInt8] = []
+            if let (id, value) = transportSequence { elements += [UInt8(id << 4 | 1), UInt8(value >> 8), UInt8(value & 0xFF)] }
+            if let (id, minimum) = playoutDelay {
+                let (a, b, c) = KeyframePlayoutDelay.payload(minimum: minimum)
+                elements += [UInt8(id << 4 | 2), a, b, c]
+            }
+            while elements.count % 4 != 0 { elements.append(0) }
+            bytes += [0xBE, 0xDE, 0x00, UInt8(elements.count / 4)]
+            bytes += elements
         }
         bytes += packet.payload.readableBytesView
         return bytes
@@ -587,7 +635,7 @@ public final class WebRTCViewer: Sendable {
                    bytesSent: state.bytesSent, nacks: state.nacks, retransmissions: state.retransmissions,
                    retransmissionsDeclined: state.retransmissionsDeclined, roundTrip: state.roundTrip, fractionLost: state.fractionLost, pictureLossIndications: state.pictureLossIndications,
                    receiverEstimate: state.receiverEstimate, level: state.player?.level, adaptive: state.player?.isAdaptive ?? false, switches: state.player?.switches ?? 0,
-                   estimate: state.player?.estimate)
+                   estimate: state.player?.estimate, playoutDelay: answer.playoutDelayExtension == nil ? nil : state.playoutDelay.minimum)
         }
     }
 }

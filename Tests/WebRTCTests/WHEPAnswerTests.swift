@@ -43,6 +43,19 @@ import Testing
 
     /// Transport-wide feedback offered under an id the node would have to write in RFC 8285's
     /// two-byte form (15 and up) is answered as if not offered: the one-byte form is all it sends.
+    /// Chromium offers libwebrtc's playout-delay extension on its video: the answer takes it, so
+    /// the node can ask for a playout delay its keyframes need; without it, nothing is asked.
+    @Test func thePlayoutDelayExtensionIsAnsweredWhereOffered() throws {
+        let video = "a=extmap:3 http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-extensions-01\r\n"
+        let parts = WebRTCOfferTests.chromiumOffer.components(separatedBy: video)
+        #expect(parts.count == 3, "the fixture names transport-cc once per m-line")
+        let offered = parts[0] + video + parts[1] + video + "a=extmap:5 \(WHEPAnswer.playoutDelayURI)\r\n" + parts[2]
+        let answer = try WHEPAnswer.answer(try Self.offer(offered), plan: Self.plan())
+        #expect(answer.playoutDelayExtension == 5)
+        #expect(answer.sdp.contains("a=extmap:5 \(WHEPAnswer.playoutDelayURI)\r\n"))
+        #expect(try WHEPAnswer.answer(try Self.offer(), plan: Self.plan()).playoutDelayExtension == nil)
+    }
+
     @Test func extensionIdsBeyondTheOneByteFormAreLeftOut() throws {
         let twoByte = WebRTCOfferTests.chromiumOffer.replacingOccurrences(of: "a=extmap:3 ", with: "a=extmap:20 ")
         let answer = try WHEPAnswer.answer(try Self.offer(twoByte), plan: Self.plan())
