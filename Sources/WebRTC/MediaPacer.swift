@@ -11,7 +11,9 @@ import DequeModule
 /// delay, and lip sync then held the video back as far, in jumps that Chromium counts as freezes
 /// (0.2–0.4 s every ten seconds or so on a trace window that always carried the rung). Each audio
 /// packet leaves when an `AudioSmoother` says it is due (a publisher's bursts spread over the
-/// media time they cover).
+/// media time they cover). Resends a NACK asked for leave next, ahead of the video waiting, and
+/// under the same congestion window: sent at once into a path whose queue had overflowed, they
+/// were lost again (see `WebRTCViewer.retransmit`).
 ///
 /// A congestion window bounds what is on the path (as libwebrtc's pacer's does): bytes sent and
 /// not yet reported by feedback, at most what the link drains in a round trip and a little more
@@ -41,20 +43,25 @@ public struct MediaPacer: Sendable {
         public var carriesTransportSequence: Bool
         /// A video packet: dropped with the rest of its rung when the player is moved away.
         public var isVideo: Bool
+        /// A resend a NACK asked for: it leaves after the audio and before the video waiting.
+        public var isRetransmission: Bool
         /// When it was queued (`enqueue` sets it).
         public var queuedAt = 0.0
         /// Audio: when it is due to leave (`AudioSmoother`; `enqueue` sets it).
         var due = 0.0
-        public init(bytes: [UInt8], carriesTransportSequence: Bool, isVideo: Bool = false) {
+        public init(bytes: [UInt8], carriesTransportSequence: Bool, isVideo: Bool = false, isRetransmission: Bool = false) {
             self.bytes = bytes
             self.carriesTransportSequence = carriesTransportSequence
             self.isVideo = isVideo
+            self.isRetransmission = isRetransmission
         }
     }
 
     private var queue = Deque<Item>()
     /// What is not video (the audio): it leaves before `queue`.
     private var audioQueue = Deque<Item>()
+    /// Resends: after the audio, before `queue` (they are late already), under the same window.
+    private var resendQueue = Deque<Item>()
     /// Spreads the publisher's bursts of audio over the time they cover.
     private var audioSmoother = AudioSmoother()
     public private(set) var queuedBytes = 0
@@ -78,13 +85,16 @@ public struct MediaPacer: Sendable {
     /// player then starts again at its rung's next keyframe. Longer than the lag at which the
     /// switching policy skips on its own (2 s, judged on feedback, which an outage delays).
     public static let staleVideo = 3.0
+    /// A resend that waited this long behind a full window is dropped (seconds): the browser has
+    /// asked again by then, or given the picture up.
+    public static let staleRetransmission = 0.5
     /// While the window stays full, one packet leaves this often (seconds): feedback lost on the
     /// way back would otherwise leave the window full for good.
     public static let keepaliveInterval = 1.0
 
     public init() {}
 
-    public var isEmpty: Bool { queue.isEmpty && audioQueue.isEmpty }
+    public var isEmpty: Bool { queue.isEmpty && audioQueue.isEmpty && resendQueue.isEmpty }
 
     /// What media came in at over the last second (bit/s).
     public var mediaRate: Double { Double(max(windowBytes, previousWindowBytes)) * 8 }
@@ -108,6 +118,14 @@ public struct MediaPacer: Sendable {
     }
 
     public mutating func enqueue(_ item: Item, at now: Double) {
+        if item.isRetransmission {
+            // Not media coming in: the rate the pacer goes by is the media's.
+            var item = item
+            item.queuedAt = now
+            resendQueue.append(item)
+            queuedBytes += item.bytes.count
+            return
+        }
         if now - windowStart >= 1 {
             previousWindowBytes = now - windowStart >= 2 ? 0 : windowBytes
             windowStart = now
@@ -145,7 +163,7 @@ public struct MediaPacer: Sendable {
             released.append(item)
         }
         // A packet may take the budget below zero: the debt is paid before the next one leaves.
-        while budget > 0, room > 0, let item = queue.popFirst() {
+        while budget > 0, room > 0, let item = resendQueue.popFirst() ?? queue.popFirst() {
             budget -= Double(item.bytes.count)
             room -= item.bytes.count
             queuedBytes -= item.bytes.count
@@ -172,6 +190,10 @@ public struct MediaPacer: Sendable {
             queuedBytes -= first.bytes.count
             audioQueue.removeFirst()
         }
+        while let first = resendQueue.first, now - first.queuedAt > Self.staleRetransmission {
+            queuedBytes -= first.bytes.count
+            resendQueue.removeFirst()
+        }
         if oldestVideoWait(at: now) > Self.staleVideo {
             dropVideo()
             droppedStaleVideo = true
@@ -182,6 +204,7 @@ public struct MediaPacer: Sendable {
     /// pictures, late already, would reach the link before the new rung's IDR.
     public mutating func dropVideo() {
         queue.removeAll()
+        resendQueue.removeAll()
         queuedBytes = audioQueue.reduce(0) { $0 + $1.bytes.count }
     }
 
@@ -189,6 +212,7 @@ public struct MediaPacer: Sendable {
     public mutating func clear() {
         queue.removeAll()
         audioQueue.removeAll()
+        resendQueue.removeAll()
         queuedBytes = 0
     }
 }

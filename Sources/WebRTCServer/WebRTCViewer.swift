@@ -299,14 +299,17 @@ public final class WebRTCViewer: Sendable {
     }
 
     /// Answers a NACK from the history: on the RTX stream where negotiated (RFC 4588), else the
-    /// packet again as it was. Resent at once, ahead of the pacer's queue: it is already late.
-    /// Only as much as `RetransmissionBudget` lets through: resends must not add to a full link.
+    /// packet again as it was. Queued in the pacer after the audio and ahead of the video
+    /// waiting (it is late already), under the congestion window, as libwebrtc's pacer sends
+    /// resends: sent at once into a path whose queue had overflowed they were lost again, and a
+    /// viewer moved down lost its new rung's first IDR that way (run AQ: 3 s frozen until the
+    /// next grid IDR). Only as much as `RetransmissionBudget` lets through: resends must not
+    /// add to a full link.
     private func retransmit(_ sequences: [UInt16]) {
         let extensionID = answer.transportSequenceExtension
-        let (outgoing, peer) = state.withLock { state -> (Outgoing?, SocketAddress?) in
-            guard let peer = state.peer, !state.ended else { return (nil, nil) }
+        let startsPacing = state.withLock { state -> Bool in
+            guard state.peer != nil, state.outbound != nil, !state.ended else { return false }
             let now = clock.seconds
-            var outgoing = Outgoing(allocator: channel.allocator)
             let held = state.history.resend(sequences)
             var declined = 0
             defer {
@@ -331,14 +334,12 @@ public final class WebRTCViewer: Sendable {
                     (payloadType, ssrc) = (rtxType, plan.retransmissionSSRC)
                 }
                 let clear = Self.serialize(packet, payloadType: payloadType, ssrc: ssrc, transportSequence: extensionID.map { ($0, 0) })
-                guard let length = outgoing.leave(.init(bytes: clear, carriesTransportSequence: extensionID != nil), state: &state, at: now) else { continue }
+                state.pacer.enqueue(.init(bytes: clear, carriesTransportSequence: extensionID != nil, isRetransmission: true), at: now)
                 state.retransmissions += 1
-                state.bytesSent += length
             }
-            return (outgoing, peer)
+            return Self.takesPacing(&state)
         }
-        guard let outgoing, let peer else { return }
-        service.send(outgoing.buffer, sizes: outgoing.sizes, to: peer)
+        if startsPacing { service.startPacing(self) }
     }
 
     /// Media for the browser: the answered payload type and SSRC (video or Opus), the
@@ -371,13 +372,17 @@ public final class WebRTCViewer: Sendable {
                 }
                 state.pacer.enqueue(.init(bytes: clear, carriesTransportSequence: extensionID != nil, isVideo: track == 0), at: now)
             }
-            // Whoever finds the pacer idle hands the viewer to the service's pacing tick, which
-            // keeps it until `releasePaced()` finds the pacer empty.
-            guard !state.pacing, !state.pacer.isEmpty else { return false }
-            state.pacing = true
-            return true
+            return Self.takesPacing(&state)
         }
         if startsPacing { service.startPacing(self) }
+    }
+
+    /// Whoever finds the pacer idle with something in it hands the viewer to the service's
+    /// pacing tick (true: the caller does), which keeps it until `releasePaced()` finds it empty.
+    private static func takesPacing(_ state: inout State) -> Bool {
+        guard !state.pacing, !state.pacer.isEmpty else { return false }
+        state.pacing = true
+        return true
     }
 
     /// What the path is taken to drain at: the estimate, or what arrived lately where more.

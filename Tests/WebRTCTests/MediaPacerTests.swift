@@ -186,6 +186,29 @@ import Testing
         #expect(!pacer.windowBlocked)
     }
 
+    /// A resend leaves after the audio due and ahead of the video waiting, under the same window;
+    /// one that waited half a second behind a full window is dropped, and a move down drops them
+    /// with the video.
+    @Test func resendsLeaveBeforeTheVideoUnderTheWindow() {
+        var pacer = MediaPacer()
+        for _ in 0..<4 { pacer.enqueue(Self.datagram(), at: 0) }
+        pacer.enqueue(Self.audio(), at: 0)
+        pacer.enqueue(.init(bytes: [UInt8](repeating: 2, count: 1000), carriesTransportSequence: true, isRetransmission: true), at: 0)
+        let first = pacer.release(at: 0.001, window: 1100)
+        #expect(first.count == 2 && !first[0].isVideo && !first[0].isRetransmission && first[1].isRetransmission,
+                "the audio, then the resend; the window is then full")
+        #expect(pacer.release(at: 0.01, window: 0).isEmpty && pacer.windowBlocked)
+        // Behind a full window: the resend goes stale before the video does.
+        pacer.enqueue(.init(bytes: [UInt8](repeating: 2, count: 1000), carriesTransportSequence: true, isRetransmission: true), at: 0.02)
+        #expect(pacer.release(at: 0.6, window: 0).isEmpty)
+        let rest = pacer.release(at: 0.61, window: 100_000)
+        #expect(!rest.isEmpty && rest.allSatisfy(\.isVideo))
+        // A move down drops the resends waiting with the video.
+        pacer.enqueue(.init(bytes: [UInt8](repeating: 2, count: 1000), carriesTransportSequence: true, isRetransmission: true), at: 0.7)
+        pacer.dropVideo()
+        #expect(pacer.isEmpty && pacer.queuedBytes == 0)
+    }
+
     /// Behind a window that stays full, audio older than a second and video older than three are
     /// dropped; the caller hears of the video once, to ask for the next keyframe.
     @Test func mediaHeldTooLongBehindAFullWindowIsDropped() {
