@@ -4,8 +4,8 @@
 /// A keyframe is about a quarter of its rung's GOP (480p's 29 KB in 250 KB), so where a rung
 /// fills most of a link its keyframe takes 0.2 s to cross while other pictures take a frame's
 /// time. Chromium starts its video jitter buffer at about 50 ms and grows it a little with each
-/// late keyframe: on a 1.3 Mbit/s link it froze 0.2 s on each of 480p's first keyframes, for the
-/// ten seconds its target took to reach 0.25 s (run AN). Told the crossing time with the first
+/// late keyframe: on a 1.3 Mbit/s link it froze 0.2 s on each of 480p's first keyframes while its
+/// target took 10–20 s to grow to 0.25 s (run AN). Told the crossing time with the first
 /// keyframe, it holds pictures that long from then on. Where keyframes cross in under
 /// `threshold` nothing is asked, so a wide link keeps Chromium's own low delay.
 ///

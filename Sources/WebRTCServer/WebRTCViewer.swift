@@ -335,7 +335,6 @@ public final class WebRTCViewer: Sendable {
                 }
                 let clear = Self.serialize(packet, payloadType: payloadType, ssrc: ssrc, transportSequence: extensionID.map { ($0, 0) })
                 state.pacer.enqueue(.init(bytes: clear, carriesTransportSequence: extensionID != nil, isRetransmission: true), at: now)
-                state.retransmissions += 1
             }
             return Self.takesPacing(&state)
         }
@@ -443,7 +442,8 @@ public final class WebRTCViewer: Sendable {
             var outgoing = Outgoing(items, allocator: channel.allocator)
             for item in items {
                 guard let length = outgoing.leave(item, state: &state, at: now) else { continue }
-                state.packetsSent += 1
+                // Resends are counted as they leave: one that waited too long in the pacer was not made.
+                if item.isRetransmission { state.retransmissions += 1 } else { state.packetsSent += 1 }
                 state.bytesSent += length
             }
             return (outgoing, peer, state.pacing, droppedStale)
