@@ -593,16 +593,16 @@ public final class WebRTCViewer: Sendable {
         for shift in [24, 16, 8, 0] { bytes.append(UInt8(truncatingIfNeeded: packet.timestamp >> UInt32(shift))) }
         for shift in [24, 16, 8, 0] { bytes.append(UInt8(truncatingIfNeeded: ssrc >> UInt32(shift))) }
         if transportSequence != nil || playoutDelay != nil {
-            // 0xBEDE and the length in words, then each element: id and length-1, its bytes; padded to a word.
-            var elements: [UInt8] = []
-            if let (id, value) = transportSequence { elements += [UInt8(id << 4 | 1), UInt8(value >> 8), UInt8(value & 0xFF)] }
+            // 0xBEDE and the length in words, then each element: id and length-1, its bytes; padded
+            // to a word. Written in place (this runs per packet per viewer).
+            let words = (transportSequence == nil ? 0 : 3) + (playoutDelay == nil ? 0 : 4) > 4 ? 2 : 1
+            bytes += [0xBE, 0xDE, 0x00, UInt8(words)]
+            if let (id, value) = transportSequence { bytes += [UInt8(id << 4 | 1), UInt8(value >> 8), UInt8(value & 0xFF)] }
             if let (id, minimum) = playoutDelay {
                 let (a, b, c) = KeyframePlayoutDelay.payload(minimum: minimum)
-                elements += [UInt8(id << 4 | 2), a, b, c]
+                bytes += [UInt8(id << 4 | 2), a, b, c]
             }
-            while elements.count % 4 != 0 { elements.append(0) }
-            bytes += [0xBE, 0xDE, 0x00, UInt8(elements.count / 4)]
-            bytes += elements
+            while bytes.count < 16 + 4 * words { bytes.append(0) }
         }
         bytes += packet.payload.readableBytesView
         return bytes
