@@ -384,8 +384,14 @@ public final class WebRTCViewer: Sendable {
         return true
     }
 
-    /// What the path is taken to drain at: the estimate, or what arrived lately where more.
-    static func drainRate(_ state: State) -> Double { max(state.pacer.linkRate ?? 0, state.link.recentDeliveryRate ?? 0) }
+    /// What the path is taken to drain at: the estimate, or what arrived lately where more; but
+    /// while feedback shows a queue, no more than what its packets arrived at
+    /// (`TransportFeedbackLink.queuedDeliveryRate`): the link is full, and that is its rate now.
+    static func drainRate(_ state: State) -> Double {
+        let believed = max(state.pacer.linkRate ?? 0, state.link.recentDeliveryRate ?? 0)
+        guard let queued = state.link.queuedDeliveryRate else { return believed }
+        return min(believed, queued)
+    }
 
     /// The most that may be on the path and not yet reported by feedback (bytes): what the path
     /// drains in its round trip, the 50–100 ms Chromium's feedback waits, and a queue of 0.15–0.2 s

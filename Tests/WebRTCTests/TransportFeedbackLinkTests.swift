@@ -52,6 +52,37 @@ import Testing
         #expect(abs((last.rate ?? 0) - 640_000) < 20_000)
     }
 
+    /// A link that falls while the node sends at its old rate: once feedback shows the queue,
+    /// the rate its packets arrived at is the link's now, whatever arrived before the fall; it is
+    /// forgotten when the queue is gone.
+    @Test func aQueueShowsWhatTheLinkDrainsNow() throws {
+        var link = TransportFeedbackLink()
+        var sequence: UInt16 = 0
+        // 1200-byte packets every 2 ms (4.8 Mbit/s); feedback every 20 packets, 30 ms later.
+        func batch(at start: Double, arrivals: (Int) -> Double) {
+            var packets: [TransportFeedback.Packet] = []
+            for index in 0..<20 {
+                let sent = start + Double(index) * 0.002
+                link.sent(sequence: sequence, bytes: 1200, at: sent)
+                packets.append(.init(sequence: sequence, arrival: Int64((1000 + arrivals(index)) * 1e6)))
+                sequence &+= 1
+            }
+            _ = link.receive(TransportFeedback(baseSequence: sequence &- 20, feedbackCount: 0, packets: packets), at: start + 0.07)
+        }
+        // A wide link: each arrives 10 ms after it left.
+        for step in 0..<8 { batch(at: Double(step) * 0.04) { Double(step) * 0.04 + Double($0) * 0.002 + 0.01 } }
+        #expect(link.queuedDeliveryRate == nil)
+        #expect((link.recentDeliveryRate ?? 0) > 4_000_000)
+        // The link falls to 1.2 Mbit/s (8 ms a packet): the queue grows 6 ms a packet.
+        batch(at: 0.32) { 0.32 + 0.01 + Double($0) * 0.008 }
+        let drained = try #require(link.queuedDeliveryRate)
+        #expect(abs(drained - 1_200_000) < 20_000)
+        #expect((link.recentDeliveryRate ?? 0) > 1_500_000, "the wide past is still in the half-second rate")
+        // The node stops; later packets meet no queue again.
+        batch(at: 2) { 2 + 0.01 + Double($0) * 0.002 }
+        #expect(link.queuedDeliveryRate == nil)
+    }
+
     /// Between two feedbacks the queue a packet would meet now is the last reported packet's,
     /// plus what was sent after it at the link's rate, less the time since it left.
     @Test func theQueueNowIsPredictedFromTheLastReportAndWhatWasSentSince() throws {
