@@ -16,7 +16,8 @@
 #   SECONDS_PER_WINDOW (default 120), START (seconds into each trace, default 60), MEAN (`own`, or
 #   a mean in kbit/s each window is scaled to; default own), BURST (htb burst, bytes, default
 #   16384), QUEUE (packets, default 100), VIEWERS (the cost phases' N, default 20; 0 skips them),
-#   PHASE_SECONDS (default 30), CLEAN_MINUTES (4 viewers on a wide link for that long, counting
+#   PHASE_SECONDS (default 30), COST_PLACEMENTS (where the viewers' kernel receive runs in the
+#   cost phases: `shared`, the default, `split`, or both; see place_receive), CLEAN_MINUTES (4 viewers on a wide link for that long, counting
 #   switches and dropped pictures; default 0: skipped), CLEAN_STREAM (what those four play, default
 #   live/edge_1: the top, adaptive; live/edge_3?abr=off pins 360p, which four software decoders
 #   keep up with on a small machine), WORKER (another abr-worker binary).
@@ -175,6 +176,24 @@ done
 # and its event-loop threads' (NIO-ELT: RTSP's and WebRTC's, where packets are sealed, paced and
 # sent), which the encoders' own variation does not blur.
 hz=$(getconf CLK_TCK)
+# Where the viewers' receive path runs. On loopback the kernel delivers each packet to the receiving
+# socket inside the sender's send call (the softirq runs on the sending thread), so the node is
+# charged for the viewers' kernel receive work too, per packet: WebRTC's 1,200-byte datagrams pay
+# it several times as often as RTSP's TCP segments, each a whole picture. `shared` measures it so
+# (the default); `split` pins the node to the first core and steers the namespace's loopback
+# receive to the last (RPS), as a NIC would leave that work to the viewers' hosts. Run cost-13 did
+# both: split cost the node's event loops more, not less (RESULTS.md).
+placements=${COST_PLACEMENTS:-shared}
+place_receive() { # shared | split
+  local last=$(( $(nproc) - 1 )) mask=0
+  if [ "$1" = split ] && [ "$last" -gt 0 ]; then
+    mask=$(printf '%x' $((1 << last)))
+    taskset -a -p -c 0 "$node_pid" >/dev/null
+  else
+    taskset -a -p -c "0-$last" "$node_pid" >/dev/null
+  fi
+  inside sh -c "echo $mask > /sys/class/net/lo/queues/rx-0/rps_cpus"
+}
 node_ticks() { process_ticks "$node_pid"; }
 loop_ticks() { event_loop_ticks "$node_pid"; }
 cost_line=""
@@ -183,11 +202,13 @@ if [ "$viewers" -gt 0 ]; then
   # class itself throttled 50 viewers of a 2 Mbit/s top (its drops came back as NACKs and
   # resends), and its packet splitter's timers cost the sender more than sending did.
   link_filter del
+  for placement in $placements; do
+  place_receive "$placement"
   for kind in idle webrtc rtsp; do
     load=
     if [ "$kind" != idle ]; then
       inside "$python" Benchmarks/webrtc-cost-viewers.py "$kind" "$viewers" $((phase + 10)) \
-        "http://127.0.0.1:$http/whep/live/edge_1?abr=off" "rtsp://127.0.0.1:$rtsp/live/edge_1" >"$work/cost-$kind.json" 2>"$work/cost-$kind.log" &
+        "http://127.0.0.1:$http/whep/live/edge_1?abr=off" "rtsp://127.0.0.1:$rtsp/live/edge_1" >"$work/cost-$placement-$kind.json" 2>"$work/cost-$placement-$kind.log" &
       load=$!
     fi
     sleep 8  # joined and caught up
@@ -196,9 +217,11 @@ if [ "$viewers" -gt 0 ]; then
     after=$(node_ticks) loops_after=$(loop_ticks)
     [ -z "$load" ] || wait "$load" || true
     sleep 3
-    tc -n "$namespace" -s class show dev lo >"$work/cost-$kind-classes.txt"
-    cost_line+="$kind $(python3 -c "print(round(($after - $before) / $hz / $phase, 3), round(($loops_after - $loops_before) / $hz / $phase, 3))") "
+    tc -n "$namespace" -s class show dev lo >"$work/cost-$placement-$kind-classes.txt"
+    cost_line+="$placement:$kind $(python3 -c "print(round(($after - $before) / $hz / $phase, 3), round(($loops_after - $loops_before) / $hz / $phase, 3))") "
   done
+  done
+  place_receive shared
 fi
 
 # Clean links: four viewers for CLEAN_MINUTES, no moves and no dropped pictures expected.
@@ -287,17 +310,19 @@ for line in latency:
 if cost:
     words = cost.split()
     phases = {words[i]: (float(words[i + 1]), float(words[i + 2])) for i in range(0, len(words), 3)}
-    runs = {kind: json.loads(open(f"{work}/cost-{kind}.json").read() or "{}") for kind in ("webrtc", "rtsp")
-            if os.path.exists(f"{work}/cost-{kind}.json")}
-    print("\n| phase | node cores | event-loop cores | viewers playing |")
-    print("| --- | --- | --- | --- |")
-    for kind, (node, loops) in phases.items():
-        run = runs.get(kind, {})
-        print(f"| {kind} | {node:.3f} | {loops:.3f} | {run.get('playing', '–')}/{run.get('viewers', '–')} |")
-    if all(k in phases for k in ("idle", "webrtc", "rtsp")):
-        extra = lambda kind, i: phases[kind][i] - phases["idle"][i]
-        print(f"\nWebRTC over RTSP, beyond the encoding: whole node {extra('webrtc', 0):.3f} / {extra('rtsp', 0):.3f} cores "
-              f"= {extra('webrtc', 0) / max(1e-3, extra('rtsp', 0)):.2f}x; event loops {extra('webrtc', 1):.3f} / {extra('rtsp', 1):.3f} cores")
+    print("\n| receive path | phase | node cores | event-loop cores | viewers playing |")
+    print("| --- | --- | --- | --- | --- |")
+    for name, (node, loops) in phases.items():
+        placement, kind = name.split(":")
+        path = f"{work}/cost-{placement}-{kind}.json"
+        run = json.loads(open(path).read() or "{}") if os.path.exists(path) else {}
+        print(f"| {placement} | {kind} | {node:.3f} | {loops:.3f} | {run.get('playing', '–')}/{run.get('viewers', '–')} |")
+    for placement in dict.fromkeys(name.split(":")[0] for name in phases):
+        if all(f"{placement}:{k}" in phases for k in ("idle", "webrtc", "rtsp")):
+            extra = lambda kind, i: phases[f"{placement}:{kind}"][i] - phases[f"{placement}:idle"][i]
+            print(f"\nWebRTC over RTSP, beyond the encoding, receive path {placement}: whole node {extra('webrtc', 0):.3f} / {extra('rtsp', 0):.3f} cores "
+                  f"= {extra('webrtc', 0) / max(1e-3, extra('rtsp', 0)):.2f}x; event loops {extra('webrtc', 1):.3f} / {extra('rtsp', 1):.3f} cores "
+                  f"= {extra('webrtc', 1) / max(1e-3, extra('rtsp', 1)):.2f}x")
 clean = [f"{work}/clean-{i}.jsonl" for i in range(1, 5) if os.path.exists(f"{work}/clean-{i}.jsonl")]
 if clean:
     finals = [rows(p)[-1] for p in clean if rows(p)]
