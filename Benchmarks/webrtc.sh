@@ -17,8 +17,9 @@
 #   a mean in kbit/s each window is scaled to; default own), BURST (htb burst, bytes, default
 #   16384), QUEUE (packets, default 100), VIEWERS (the cost phases' N, default 20; 0 skips them),
 #   PHASE_SECONDS (default 30), COST_PLACEMENTS (where the viewers' kernel receive runs in the
-#   cost phases: `shared`, the default, `split`, or both; see place_receive), CLEAN_MINUTES (4 viewers on a wide link for that long, counting
-#   switches and dropped pictures; default 0: skipped), CLEAN_STREAM (what those four play, default
+#   cost phases: `shared`, the default, `split`, or both; see place_receive), CLEAN_MINUTES (4
+#   viewers on a wide link for that long, counting switches and dropped pictures; default 0:
+#   skipped), CLEAN_STREAM (what those four play, default
 #   live/edge_1: the top, adaptive; live/edge_3?abr=off pins 360p, which four software decoders
 #   keep up with on a small machine), WORKER (another abr-worker binary).
 set -euo pipefail
@@ -203,23 +204,23 @@ if [ "$viewers" -gt 0 ]; then
   # resends), and its packet splitter's timers cost the sender more than sending did.
   link_filter del
   for placement in $placements; do
-  place_receive "$placement"
-  for kind in idle webrtc rtsp; do
-    load=
-    if [ "$kind" != idle ]; then
-      inside "$python" Benchmarks/webrtc-cost-viewers.py "$kind" "$viewers" $((phase + 10)) \
-        "http://127.0.0.1:$http/whep/live/edge_1?abr=off" "rtsp://127.0.0.1:$rtsp/live/edge_1" >"$work/cost-$placement-$kind.json" 2>"$work/cost-$placement-$kind.log" &
-      load=$!
-    fi
-    sleep 8  # joined and caught up
-    before=$(node_ticks) loops_before=$(loop_ticks)
-    sleep "$phase"
-    after=$(node_ticks) loops_after=$(loop_ticks)
-    [ -z "$load" ] || wait "$load" || true
-    sleep 3
-    tc -n "$namespace" -s class show dev lo >"$work/cost-$placement-$kind-classes.txt"
-    cost_line+="$placement:$kind $(python3 -c "print(round(($after - $before) / $hz / $phase, 3), round(($loops_after - $loops_before) / $hz / $phase, 3))") "
-  done
+    place_receive "$placement"
+    for kind in idle webrtc rtsp; do
+      load=
+      if [ "$kind" != idle ]; then
+        inside "$python" Benchmarks/webrtc-cost-viewers.py "$kind" "$viewers" $((phase + 10)) \
+          "http://127.0.0.1:$http/whep/live/edge_1?abr=off" "rtsp://127.0.0.1:$rtsp/live/edge_1" >"$work/cost-$placement-$kind.json" 2>"$work/cost-$placement-$kind.log" &
+        load=$!
+      fi
+      sleep 8  # joined and caught up
+      before=$(node_ticks) loops_before=$(loop_ticks)
+      sleep "$phase"
+      after=$(node_ticks) loops_after=$(loop_ticks)
+      [ -z "$load" ] || wait "$load" || true
+      sleep 3
+      tc -n "$namespace" -s class show dev lo >"$work/cost-$placement-$kind-classes.txt"
+      cost_line+="$placement:$kind $(python3 -c "print(round(($after - $before) / $hz / $phase, 3), round(($loops_after - $loops_before) / $hz / $phase, 3))") "
+    done
   done
   place_receive shared
 fi

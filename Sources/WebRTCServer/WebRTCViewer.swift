@@ -385,12 +385,14 @@ public final class WebRTCViewer: Sendable {
     }
 
     /// What the path is taken to drain at: the estimate, or what arrived lately where more; but
-    /// while feedback shows a queue, no more than what its packets arrived at
-    /// (`TransportFeedbackLink.queuedDeliveryRate`): the link is full, and that is its rate now.
+    /// while feedback shows a queue, what arrived lately counts only up to what that feedback's
+    /// packets arrived at (`TransportFeedbackLink.queuedDeliveryRate`): the link is full, and
+    /// that is its rate now. Never under the estimate: one feedback of a few sparse packets reads
+    /// low, and a window sized on a rate under the link's holds the media back (runs AL, AQ).
     static func drainRate(_ state: State) -> Double {
-        let believed = max(state.pacer.linkRate ?? 0, state.link.recentDeliveryRate ?? 0)
-        guard let queued = state.link.queuedDeliveryRate else { return believed }
-        return min(believed, queued)
+        var recent = state.link.recentDeliveryRate ?? 0
+        if let queued = state.link.queuedDeliveryRate { recent = min(recent, queued) }
+        return max(state.pacer.linkRate ?? 0, recent)
     }
 
     /// The most that may be on the path and not yet reported by feedback (bytes): what the path
