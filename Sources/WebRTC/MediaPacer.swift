@@ -118,28 +118,22 @@ public struct MediaPacer: Sendable {
     }
 
     public mutating func enqueue(_ item: Item, at now: Double) {
-        if item.isRetransmission {
-            // Not media coming in: the rate the pacer goes by is the media's.
-            var item = item
-            item.queuedAt = now
-            resendQueue.append(item)
-            queuedBytes += item.bytes.count
-            return
-        }
+        var item = item
+        item.queuedAt = now
+        queuedBytes += item.bytes.count
+        // A resend is not media coming in: the rate the pacer goes by is the media's.
+        guard !item.isRetransmission else { return resendQueue.append(item) }
         if now - windowStart >= 1 {
             previousWindowBytes = now - windowStart >= 2 ? 0 : windowBytes
             windowStart = now
             windowBytes = 0
         }
         windowBytes += item.bytes.count
-        var item = item
-        item.queuedAt = now
         if !item.isVideo, item.bytes.count >= 12 {
             let timestamp = item.bytes[4...7].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
             item.due = audioSmoother.due(timestamp: timestamp, at: now)
         }
         if item.isVideo { queue.append(item) } else { audioQueue.append(item) }
-        queuedBytes += item.bytes.count
     }
 
     /// What may leave now, in order. `window`: bytes that may still go on the path (nil: no
@@ -186,18 +180,22 @@ public struct MediaPacer: Sendable {
     }
 
     private mutating func dropStale(at now: Double) {
-        while let first = audioQueue.first, now - first.queuedAt > Self.staleAudio {
-            queuedBytes -= first.bytes.count
-            audioQueue.removeFirst()
-        }
-        while let first = resendQueue.first, now - first.queuedAt > Self.staleRetransmission {
-            queuedBytes -= first.bytes.count
-            resendQueue.removeFirst()
-        }
+        queuedBytes -= Self.drop(olderThan: Self.staleAudio, at: now, from: &audioQueue)
+        queuedBytes -= Self.drop(olderThan: Self.staleRetransmission, at: now, from: &resendQueue)
         if oldestVideoWait(at: now) > Self.staleVideo {
             dropVideo()
             droppedStaleVideo = true
         }
+    }
+
+    /// Drops the items at the head of `items` that have waited more than `age` seconds; returns their bytes.
+    private static func drop(olderThan age: Double, at now: Double, from items: inout Deque<Item>) -> Int {
+        var bytes = 0
+        while let first = items.first, now - first.queuedAt > age {
+            bytes += first.bytes.count
+            items.removeFirst()
+        }
+        return bytes
     }
 
     /// The video queued is dropped, the audio kept: the player was moved down, and the old rung's
