@@ -3,17 +3,22 @@
 
 Usage: webrtc-cost-viewers.py webrtc|rtsp N SECONDS WHEP_URL RTSP_URL
 
-webrtc: N aiortc peer connections over WHEP in one process. Their decoders are left out (they
-return no frames): the benchmark measures the node, and N software decoders would take the
-machine from it. Each still receives, decrypts and depacketizes everything, and sends its
-receiver reports and REMB as aiortc does. Its offer names High as well as aiortc's Constrained
-Baseline, so the node sends it the passed-through High top, as it would a browser.
+webrtc: N aiortc peer connections over WHEP, VIEWERS_PER_PROCESS (default 5) to a process. Their
+decoders are left out (they return no frames): the benchmark measures the node, and N software
+decoders would take the machine from it. Each still receives, decrypts and depacketizes
+everything, and sends its receiver reports and REMB as aiortc does. Its offer names High as well
+as aiortc's Constrained Baseline, so the node sends it the passed-through High top, as it would a
+browser. One process cannot take 50 viewers of a 2 Mbit/s top (about 13,000 datagrams a second):
+its sockets' buffers overflowed (two of every three datagrams dropped), its ICE consent checks
+went unanswered, and aioice closed viewers 30 s in, after which the node sent into closed ports
+until its own consent timeout (run cost-14). Five to a process keep up.
 
 rtsp: N RTSP/TCP players (SETUP interleaved, PLAY) that read and discard, one thread each.
 
-Prints a JSON line with how many viewers got video, and the bytes (RTSP) or packets (WebRTC) they received.
+Prints a JSON line with how many viewers got video, and the bytes (RTSP) or packets (WebRTC) they
+received; for WebRTC also how many were still connected at the end.
 """
-import asyncio, json, os, sys, threading, time, urllib.request
+import asyncio, json, os, subprocess, sys, threading, time, urllib.request
 
 kind, count, seconds, whep_url, rtsp_url = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5]
 
@@ -98,11 +103,31 @@ async def run_webrtc():
             got = sum(getattr(s, "packetsReceived", 0) or 0 for s in stats.values() if s.type == "inbound-rtp")
             total += got
             playing += 1 if got > 0 and receiver.track.kind == "video" else 0
-    print(json.dumps({"kind": "webrtc", "viewers": count, "playing": playing, "packets": total}))
+    connected = sum(1 for pc in peers if pc.connectionState == "connected")
+    print(json.dumps({"kind": "webrtc", "viewers": count, "playing": playing, "packets": total, "connected": connected}))
     await asyncio.gather(*(pc.close() for pc in peers), return_exceptions=True)
+
+
+def run_webrtc_processes():
+    """The viewers, VIEWERS_PER_PROCESS to a process (this script again), their figures summed."""
+    per_process = max(1, int(os.environ.get("VIEWERS_PER_PROCESS", "5")))
+    shares = [min(per_process, count - start) for start in range(0, count, per_process)]
+    children = [subprocess.Popen([sys.executable, __file__, "webrtc", str(share), str(seconds), whep_url, rtsp_url],
+                                 env={**os.environ, "VIEWERS_PER_PROCESS": str(share)}, stdout=subprocess.PIPE, text=True)
+                for share in shares]
+    summed = {"kind": "webrtc", "viewers": 0, "playing": 0, "packets": 0, "connected": 0, "processes": len(children)}
+    for child in children:
+        out, _ = child.communicate()
+        for line in out.splitlines():
+            if line.startswith("{"):
+                for key in ("viewers", "playing", "packets", "connected"):
+                    summed[key] += json.loads(line).get(key, 0)
+    print(json.dumps(summed))
 
 
 if kind == "rtsp":
     run_rtsp()
+elif count > max(1, int(os.environ.get("VIEWERS_PER_PROCESS", "5"))):
+    run_webrtc_processes()
 else:
     asyncio.run(run_webrtc())

@@ -21,7 +21,8 @@
 #   viewers on a wide link for that long, counting switches and dropped pictures; default 0:
 #   skipped), CLEAN_STREAM (what those four play, default
 #   live/edge_1: the top, adaptive; live/edge_3?abr=off pins 360p, which four software decoders
-#   keep up with on a small machine), WORKER (another abr-worker binary).
+#   keep up with on a small machine), VIEWERS_PER_PROCESS (aiortc viewers to a process in the cost
+#   phases, default 5: see webrtc-cost-viewers.py), WORKER (another abr-worker binary).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source Benchmarks/common.sh
@@ -196,6 +197,10 @@ place_receive() { # shared | split
   inside sh -c "echo $mask > /sys/class/net/lo/queues/rx-0/rps_cpus"
 }
 node_ticks() { process_ticks "$node_pid"; }
+# Datagrams the namespace's UDP sockets dropped with a full receive buffer, and datagrams that came
+# to a port nobody held (each answered with an ICMP error, inside the sender's send call on
+# loopback): a cost phase whose viewers did not keep up, or left early, measures something else.
+udp_drops() { inside nstat -az UdpRcvbufErrors UdpNoPorts | awk '$1 == "UdpRcvbufErrors" { r = $2 } $1 == "UdpNoPorts" { n = $2 } END { print r + 0, n + 0 }'; }
 loop_ticks() { event_loop_ticks "$node_pid"; }
 cost_line=""
 if [ "$viewers" -gt 0 ]; then
@@ -213,13 +218,14 @@ if [ "$viewers" -gt 0 ]; then
         load=$!
       fi
       sleep 8  # joined and caught up
-      before=$(node_ticks) loops_before=$(loop_ticks)
+      before=$(node_ticks) loops_before=$(loop_ticks) drops_before=$(udp_drops)
       sleep "$phase"
-      after=$(node_ticks) loops_after=$(loop_ticks)
+      after=$(node_ticks) loops_after=$(loop_ticks) drops_after=$(udp_drops)
       [ -z "$load" ] || wait "$load" || true
       sleep 3
       tc -n "$namespace" -s class show dev lo >"$work/cost-$placement-$kind-classes.txt"
       cost_line+="$placement:$kind $(python3 -c "print(round(($after - $before) / $hz / $phase, 3), round(($loops_after - $loops_before) / $hz / $phase, 3))") "
+      cost_line+="$(python3 -c "import sys; a, b = map(int, sys.argv[1].split()), map(int, sys.argv[2].split()); print(*[y - x for x, y in zip(a, b)])" "$drops_before" "$drops_after") "
     done
   done
   place_receive shared
@@ -310,14 +316,14 @@ for line in latency:
     print(f"\n{line} (the video's estimatedPlayoutTimestamp in the sender's NTP time, which the node's sender reports set to when it had each picture, against the browser's clock on the same machine)")
 if cost:
     words = cost.split()
-    phases = {words[i]: (float(words[i + 1]), float(words[i + 2])) for i in range(0, len(words), 3)}
-    print("\n| receive path | phase | node cores | event-loop cores | viewers playing |")
-    print("| --- | --- | --- | --- | --- |")
-    for name, (node, loops) in phases.items():
+    phases = {words[i]: (float(words[i + 1]), float(words[i + 2]), int(words[i + 3]), int(words[i + 4])) for i in range(0, len(words), 5)}
+    print("\n| receive path | phase | node cores | event-loop cores | viewers playing | still connected | datagrams dropped at full receive buffers | to closed ports |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for name, (node, loops, overflowed, closed) in phases.items():
         placement, kind = name.split(":")
         path = f"{work}/cost-{placement}-{kind}.json"
         run = json.loads(open(path).read() or "{}") if os.path.exists(path) else {}
-        print(f"| {placement} | {kind} | {node:.3f} | {loops:.3f} | {run.get('playing', '–')}/{run.get('viewers', '–')} |")
+        print(f"| {placement} | {kind} | {node:.3f} | {loops:.3f} | {run.get('playing', '–')}/{run.get('viewers', '–')} | {run.get('connected', '–')} | {overflowed} | {closed} |")
     for placement in dict.fromkeys(name.split(":")[0] for name in phases):
         if all(f"{placement}:{k}" in phases for k in ("idle", "webrtc", "rtsp")):
             extra = lambda kind, i: phases[f"{placement}:{kind}"][i] - phases[f"{placement}:idle"][i]
