@@ -6,14 +6,22 @@ import RTSP
 /// shared payload buffer, so keeping them costs headers, not pictures.
 ///
 /// Feedback that lies cannot make it send much: only packets still held are resent, each at
-/// most `maximumResends` times, and at most `maximumPerRequest` per NACK.
+/// most `maximumResends` times and not again within `resendInterval`, and at most
+/// `maximumPerRequest` per NACK.
 public struct RetransmissionHistory: Sendable {
     /// About a second of a 2 Mbit/s rung: older losses are past what a player would still wait for.
     public static let capacity = 256
-    public static let maximumResends = 2
+    /// Chromium asks for a missing packet again every round trip or so, up to ten times, and
+    /// then waits for a keyframe. Two resends lost in the overflow that lost the original (a
+    /// 30-packet queue, run BE) left it asking for 2 s with nothing sent, and froze the picture
+    /// until the rung's next IDR; a third, sent once the window had closed, would have arrived.
+    public static let maximumResends = 6
+    /// A packet is resent again only this long after its last resend (seconds): a NACK repeated
+    /// sooner was sent before that resend could arrive. libwebrtc waits a round trip likewise.
+    public static let resendInterval = 0.05
     public static let maximumPerRequest = 64
 
-    private var slots: [(packet: RTPPacket, resends: Int)?]
+    private var slots: [(packet: RTPPacket, resends: Int, lastResend: Double)?]
     private var newest: UInt16?
 
     public init() {
@@ -28,7 +36,7 @@ public struct RetransmissionHistory: Sendable {
     }
 
     public mutating func keep(_ packet: RTPPacket) {
-        slots[Int(packet.sequenceNumber) % Self.capacity] = (packet, 0)
+        slots[Int(packet.sequenceNumber) % Self.capacity] = (packet, 0, -.infinity)
         newest = packet.sequenceNumber
     }
 
@@ -59,14 +67,16 @@ public struct RetransmissionHistory: Sendable {
         return packets
     }
 
-    /// The held packets `sequences` name that may still be resent, in the order asked, and counts each resend.
-    public mutating func resend(_ sequences: [UInt16]) -> [RTPPacket] {
+    /// The held packets `sequences` name that may be resent at `now`, in the order asked, and counts each resend.
+    public mutating func resend(_ sequences: [UInt16], at now: Double) -> [RTPPacket] {
         var packets: [RTPPacket] = []
         for sequence in sequences {
             guard packets.count < Self.maximumPerRequest else { break }
             let index = Int(sequence) % Self.capacity
-            guard let slot = slots[index], slot.packet.sequenceNumber == sequence, slot.resends < Self.maximumResends else { continue }
+            guard let slot = slots[index], slot.packet.sequenceNumber == sequence, slot.resends < Self.maximumResends,
+                  now - slot.lastResend >= Self.resendInterval else { continue }
             slots[index]?.resends += 1
+            slots[index]?.lastResend = now
             packets.append(slot.packet)
         }
         return packets

@@ -34,6 +34,8 @@ public struct TransportFeedbackLink: Sendable {
         var padding: Bool
         /// Bytes sent up to and with this packet, since the link began.
         var sentThrough: UInt64
+        /// Bytes on the path when it left, itself included (`inFlightBytes` then).
+        var inFlight: Int
     }
 
     /// How many packets' send records are kept (about 10 s of a 4 Mbit/s rung).
@@ -62,7 +64,25 @@ public struct TransportFeedbackLink: Sendable {
     public mutating func sent(sequence: UInt16, bytes: Int, at time: Double, padding: Bool = false) {
         sentBytes &+= UInt64(bytes)
         records[Int(sequence) % Self.capacity] = Sent(sequence: sequence, bytes: bytes, time: time, acknowledged: false, padding: padding,
-                                                      sentThrough: sentBytes)
+                                                      sentThrough: sentBytes, inFlight: inFlightBytes)
+    }
+
+    /// How long a loss's lesson about the path's depth holds (seconds): the link's rate, and with
+    /// it what its queue holds in bytes, changes within seconds on a mobile trace.
+    public static let lossMemory = 10.0
+    /// The least that was on the path when a media packet the newest feedback with losses
+    /// reported lost left (bytes, and when that feedback came).
+    private var lossInFlight: (bytes: Int, time: Double)?
+
+    /// What the path held when it last overflowed, less a margin (bytes; nil: no media lost in the
+    /// last `lossMemory` seconds). A router's queue counts packets, and one of 30 holds 0.12 s of
+    /// a 2.9 Mbit/s link: a congestion window of the round trip and 0.25 s let 84 KB onto such a
+    /// path, the top's keyframes overflowed it, and the loss moved a Chromium viewer off a rung
+    /// its link carried, twice (run BB). Bounded by this, the keyframe waits in the node's pacer
+    /// instead, as TCP's window halves on loss.
+    public func inFlightLimit(at now: Double) -> Int? {
+        guard let lossInFlight, now - lossInFlight.time <= Self.lossMemory else { return nil }
+        return lossInFlight.bytes * 4 / 5
     }
 
     /// What feedback said arrived over its last half second or so (bit/s; nil before 0.2 s of it):
@@ -113,7 +133,11 @@ public struct TransportFeedbackLink: Sendable {
             if !record.padding { reported += 1 }
             reportedThrough = max(reportedThrough, record.sentThrough)
             guard let arrival = packet.arrival else {
-                if !record.padding { lost += 1 }
+                if !record.padding {
+                    lost += 1
+                    // The newest feedback's losses teach the path's depth now; within it, the least.
+                    if lossInFlight.map({ $0.time < now || record.inFlight < $0.bytes }) ?? true { lossInFlight = (record.inFlight, now) }
+                }
                 continue
             }
             if !record.acknowledged {

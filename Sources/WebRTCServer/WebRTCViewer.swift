@@ -310,13 +310,13 @@ public final class WebRTCViewer: Sendable {
         let startsPacing = state.withLock { state -> Bool in
             guard state.peer != nil, state.outbound != nil, !state.ended else { return false }
             let now = clock.seconds
-            let held = state.history.resend(sequences)
+            let held = state.history.resend(sequences, at: now)
             var declined = 0
             defer {
                 if logger.logLevel <= .debug {
                     logger.debug("WebRTC viewer NACK", metadata: ["at": "\(Self.wallClock())", "asked": "\(sequences.count)", "held": "\(held.count)",
                                                                  "declined": "\(declined)", "inFlight": "\(state.link.inFlightBytes)",
-                                                                 "window": "\(Self.congestionWindow(state))"])
+                                                                 "window": "\(Self.congestionWindow(state, at: now))"])
                 }
             }
             for original in held {
@@ -398,11 +398,23 @@ public final class WebRTCViewer: Sendable {
     /// The most that may be on the path and not yet reported by feedback (bytes): what the path
     /// drains in its round trip, the 50–100 ms Chromium's feedback waits, and a queue of 0.15–0.2 s
     /// beyond; never under two full packets. Before the link has an estimate, `initialWindow`.
-    static func congestionWindow(_ state: State) -> Int {
+    /// Where media was lost lately, no more than the path held then, less a margin
+    /// (`TransportFeedbackLink.inFlightLimit`), but never under what the round trip and the
+    /// feedback's wait take at the drain rate: less would hold the media under the link's rate.
+    static func congestionWindow(_ state: State, at now: Double) -> Int {
         guard state.pacer.linkRate != nil else { return Self.initialWindow }
         let roundTrip = min(0.5, state.leastRoundTrip ?? 0.1)
-        return max(Self.leastWindow, Int(drainRate(state) / 8 * (roundTrip + Self.windowQueue)))
+        let bytesPerSecond = drainRate(state) / 8
+        var window = Int(bytesPerSecond * (roundTrip + Self.windowQueue))
+        if let limit = state.link.inFlightLimit(at: now) {
+            window = min(window, max(limit, Int(bytesPerSecond * (roundTrip + Self.feedbackWait))))
+        }
+        return max(Self.leastWindow, window)
     }
+
+    /// How long Chromium's transport-wide feedback waits before it reports (seconds, the most of
+    /// its usual 50–100 ms): packets sent that long ago are on the path as far as the window knows.
+    static let feedbackWait = 0.1
 
     /// Seconds beyond the round trip the congestion window holds: Chromium's feedback interval
     /// (50–250 ms) and a short queue. 0.12 s (run AI) was no better: Chromium's audio delay on a
@@ -429,12 +441,12 @@ public final class WebRTCViewer: Sendable {
                 return (nil, nil, false, nil)
             }
             let now = clock.seconds
-            let window = Self.congestionWindow(state) - state.link.inFlightBytes
+            let window = Self.congestionWindow(state, at: now) - state.link.inFlightBytes
             let wasBlocked = state.pacer.windowBlocked
             let items = state.pacer.release(at: now, window: window)
             if state.pacer.windowBlocked != wasBlocked, logger.logLevel <= .debug {
                 logger.debug("WebRTC viewer's congestion window", metadata: [
-                    "at": "\(Self.wallClock())", "blocked": "\(state.pacer.windowBlocked)", "window": "\(Self.congestionWindow(state))",
+                    "at": "\(Self.wallClock())", "blocked": "\(state.pacer.windowBlocked)", "window": "\(Self.congestionWindow(state, at: now))",
                     "inFlight": "\(state.link.inFlightBytes)", "queued": "\(state.pacer.queuedBytes)"])
             }
             // Video dropped for waiting too long: nothing of it is resent, and the player goes on

@@ -114,9 +114,9 @@ import Testing
         var history = RetransmissionHistory()
         for sequence in UInt16(0)...UInt16(9) { history.keep(Self.packet(sequence)) }
         history.forget()
-        #expect(history.resend([3, 9]).isEmpty && history.recent(bytes: 100).isEmpty)
+        #expect(history.resend([3, 9], at: 0).isEmpty && history.recent(bytes: 100).isEmpty)
         history.keep(Self.packet(10))
-        #expect(history.resend([10]).map(\.sequenceNumber) == [10])
+        #expect(history.resend([10], at: 0).map(\.sequenceNumber) == [10])
     }
 
     static func packet(_ sequence: UInt16) -> RTPPacket {
@@ -128,14 +128,19 @@ import Testing
         for sequence in UInt16(65000)...UInt16(65535) { history.keep(Self.packet(sequence)) }
         for sequence in UInt16(0)...UInt16(99) { history.keep(Self.packet(sequence)) }
         // Held packets come back in the order asked, across the wrap.
-        #expect(history.resend([65535, 0, 5]).map(\.sequenceNumber) == [65535, 0, 5])
+        #expect(history.resend([65535, 0, 5], at: 0).map(\.sequenceNumber) == [65535, 0, 5])
         // Gone from the history (overwritten), or never sent: nothing.
-        #expect(history.resend([65000, 200]).isEmpty)
-        // Each packet at most twice.
-        #expect(history.resend([5]).count == 1)
-        #expect(history.resend([5]).isEmpty)
+        #expect(history.resend([65000, 200], at: 0).isEmpty)
+        // Not again before its last resend could have arrived; then again, up to `maximumResends` times in all.
+        #expect(history.resend([5], at: 0.01).isEmpty)
+        var time = 0.0
+        for _ in 1..<RetransmissionHistory.maximumResends {
+            time += 2 * RetransmissionHistory.resendInterval
+            #expect(history.resend([5], at: time).count == 1)
+        }
+        #expect(history.resend([5], at: time + 1).isEmpty, "at most \(RetransmissionHistory.maximumResends) times")
         // A NACK for every packet ever sent costs at most one request's worth.
-        #expect(history.resend(Array(0...65535).map { UInt16($0) }).count == RetransmissionHistory.maximumPerRequest)
+        #expect(history.resend(Array(0...65535).map { UInt16($0) }, at: 10).count == RetransmissionHistory.maximumPerRequest)
     }
 
     /// A probe pads with media already sent, newest first, so its packets are full-size ones: a
@@ -151,8 +156,8 @@ import Testing
         let many = history.recent(bytes: 17 * 25).map(\.sequenceNumber)
         #expect(many.count == 25 && many[10] == 3 && many[9] == 65530)
         #expect(history.recent(bytes: 1 << 30).count == 2000)
-        // Padding is not a resend: a NACK still gets each packet twice.
-        #expect(history.resend([3]).count == 1 && history.resend([3]).count == 1 && history.resend([3]).isEmpty)
+        // Padding is not a resend: a NACK still gets each packet every time it may.
+        #expect(history.resend([3], at: 0).count == 1 && history.resend([3], at: 0.1).count == 1)
     }
 
     @Test func aRetransmissionCarriesTheOriginalSequenceFirst() {

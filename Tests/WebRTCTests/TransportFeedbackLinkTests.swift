@@ -83,6 +83,29 @@ import Testing
         #expect(link.queuedDeliveryRate == nil)
     }
 
+    /// Media lost teaches how much the path holds: the least that was in flight when a lost
+    /// packet of the newest feedback with losses left, less a fifth. A probe's padding lost does
+    /// not, and the lesson is forgotten after `lossMemory`.
+    @Test func lossBoundsWhatMayBeInFlightByWhatThePathHeldThen() throws {
+        var link = TransportFeedbackLink()
+        func feedback(_ range: Range<Int>, lost: Set<Int>, at now: Double) {
+            let packets = range.map { TransportFeedback.Packet(sequence: UInt16($0), arrival: lost.contains($0) ? nil : Int64((1000 + Double($0) * 0.001) * 1e6)) }
+            _ = link.receive(TransportFeedback(baseSequence: UInt16(range.lowerBound), feedbackCount: 0, packets: packets), at: now)
+        }
+        // 60 packets of 1,000 bytes leave before any feedback: the nth leaves with n KB in flight.
+        for index in 0..<60 { link.sent(sequence: UInt16(index), bytes: 1000, at: Double(index) * 0.001, padding: index == 30) }
+        #expect(link.inFlightLimit(at: 0.1) == nil, "nothing lost yet")
+        feedback(0..<40, lost: [30], at: 0.1)
+        #expect(link.inFlightLimit(at: 0.1) == nil, "padding lost is the probe's doing")
+        feedback(40..<60, lost: [48, 45, 52], at: 0.2)
+        #expect(link.inFlightLimit(at: 0.2) == 46_000 * 4 / 5, "the least in flight among that feedback's losses (the 46th packet's)")
+        // A later feedback's loss is the newer lesson, even where the path held more.
+        for index in 60..<120 { link.sent(sequence: UInt16(index), bytes: 1000, at: 0.2 + Double(index) * 0.001) }
+        feedback(60..<120, lost: [119], at: 0.3)
+        #expect(link.inFlightLimit(at: 0.3) == 60_000 * 4 / 5)
+        #expect(link.inFlightLimit(at: 0.3 + TransportFeedbackLink.lossMemory + 0.1) == nil, "forgotten")
+    }
+
     /// Between two feedbacks the queue a packet would meet now is the last reported packet's,
     /// plus what was sent after it at the link's rate, less the time since it left.
     @Test func theQueueNowIsPredictedFromTheLastReportAndWhatWasSentSince() throws {
