@@ -115,12 +115,13 @@ def run_webrtc_processes():
     children = [subprocess.Popen([sys.executable, __file__, "webrtc", str(share), str(seconds), whep_url, rtsp_url],
                                  env={**os.environ, "VIEWERS_PER_PROCESS": str(share)}, stdout=subprocess.PIPE, text=True)
                 for share in shares]
-    summed = {"kind": "webrtc", "viewers": 0, "playing": 0, "packets": 0, "connected": 0, "processes": len(children)}
+    # Viewers are those asked for: a process that failed counts its viewers as not playing.
+    summed = {"kind": "webrtc", "viewers": count, "playing": 0, "packets": 0, "connected": 0, "processes": len(children)}
     for child in children:
         out, _ = child.communicate()
         for line in out.splitlines():
             if line.startswith("{"):
-                for key in ("viewers", "playing", "packets", "connected"):
+                for key in ("playing", "packets", "connected"):
                     summed[key] += json.loads(line).get(key, 0)
     print(json.dumps(summed))
 
