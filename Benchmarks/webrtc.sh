@@ -183,8 +183,9 @@ hz=$(getconf CLK_TCK)
 # charged for the viewers' kernel receive work too, per packet: WebRTC's 1,200-byte datagrams pay
 # it several times as often as RTSP's TCP segments, each a whole picture. `shared` measures it so
 # (the default); `split` pins the node to the first core and steers the namespace's loopback
-# receive to the last (RPS), as a NIC would leave that work to the viewers' hosts. Run cost-13 did
-# both: split cost the node's event loops more, not less (RESULTS.md).
+# receive to the last (RPS), as a NIC would leave that work to the viewers' hosts. Runs cost-13 and
+# cost-16 did both: split cost the node's event loops more, not less, since it pins every thread of
+# the node, the encoders too, to one core and so measures that contention as well (RESULTS.md).
 placements=${COST_PLACEMENTS:-shared}
 place_receive() { # shared | split
   local last=$(( $(nproc) - 1 )) mask=0
@@ -224,8 +225,8 @@ if [ "$viewers" -gt 0 ]; then
       [ -z "$load" ] || wait "$load" || true
       sleep 3
       tc -n "$namespace" -s class show dev lo >"$work/cost-$placement-$kind-classes.txt"
-      cost_line+="$placement:$kind $(python3 -c "print(round(($after - $before) / $hz / $phase, 3), round(($loops_after - $loops_before) / $hz / $phase, 3))") "
-      cost_line+="$(python3 -c "import sys; a, b = map(int, sys.argv[1].split()), map(int, sys.argv[2].split()); print(*[y - x for x, y in zip(a, b)])" "$drops_before" "$drops_after") "
+      # Cores over the phase (node, event loops), then the drops' and closed ports' counts in it.
+      cost_line+="$placement:$kind $(python3 -c "print(round(($after - $before) / $hz / $phase, 3), round(($loops_after - $loops_before) / $hz / $phase, 3), *[int(y) - int(x) for x, y in zip('$drops_before'.split(), '$drops_after'.split())])") "
     done
   done
   place_receive shared

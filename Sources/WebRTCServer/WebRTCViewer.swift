@@ -441,12 +441,12 @@ public final class WebRTCViewer: Sendable {
                 return (nil, nil, false, nil)
             }
             let now = clock.seconds
-            let window = Self.congestionWindow(state, at: now) - state.link.inFlightBytes
+            let congestionWindow = Self.congestionWindow(state, at: now)
             let wasBlocked = state.pacer.windowBlocked
-            let items = state.pacer.release(at: now, window: window)
+            let items = state.pacer.release(at: now, window: congestionWindow - state.link.inFlightBytes)
             if state.pacer.windowBlocked != wasBlocked, logger.logLevel <= .debug {
                 logger.debug("WebRTC viewer's congestion window", metadata: [
-                    "at": "\(Self.wallClock())", "blocked": "\(state.pacer.windowBlocked)", "window": "\(Self.congestionWindow(state, at: now))",
+                    "at": "\(Self.wallClock())", "blocked": "\(state.pacer.windowBlocked)", "window": "\(congestionWindow)",
                     "inFlight": "\(state.link.inFlightBytes)", "queued": "\(state.pacer.queuedBytes)"])
             }
             // Video dropped for waiting too long: nothing of it is resent, and the player goes on
