@@ -1,4 +1,5 @@
 import DequeModule
+import NIOCore
 
 /// Spreads a viewer's media over time (as GCC's pacer does): a keyframe is many packets
 /// written at once, and sent at once it overflows a narrow link's queue, which browsers show as
@@ -37,9 +38,12 @@ public struct MediaPacer: Sendable {
     /// An RTP packet in the clear, and whether it has a transport-wide sequence number to fill in:
     /// numbers are given (and the packet protected) as it leaves, so they go out in order even
     /// when retransmissions and probes leave between queued packets, and a packet's send time is
-    /// when it left, not when it was queued.
+    /// when it left, not when it was queued. The packet is the viewer's own header and the
+    /// payload the rung shares with its other viewers (`ViewerRTPHeader`): nothing is copied
+    /// until it leaves.
     public struct Item: Sendable {
-        public var bytes: [UInt8]
+        public var header: ViewerRTPHeader
+        public var payload: ByteBuffer
         public var carriesTransportSequence: Bool
         /// A video packet: dropped with the rest of its rung when the player is moved away.
         public var isVideo: Bool
@@ -49,12 +53,26 @@ public struct MediaPacer: Sendable {
         public var queuedAt = 0.0
         /// Audio: when it is due to leave (`AudioSmoother`; `enqueue` sets it).
         var due = 0.0
-        public init(bytes: [UInt8], carriesTransportSequence: Bool, isVideo: Bool = false, isRetransmission: Bool = false) {
-            self.bytes = bytes
+        /// The packet's length in the clear.
+        public var count: Int { header.count + payload.readableBytes }
+
+        public init(header: ViewerRTPHeader, payload: ByteBuffer, carriesTransportSequence: Bool, isVideo: Bool = false, isRetransmission: Bool = false) {
+            self.header = header
+            self.payload = payload
             self.carriesTransportSequence = carriesTransportSequence
             self.isVideo = isVideo
             self.isRetransmission = isRetransmission
         }
+
+        /// A packet serialized whole (padding, tests): its first 12 bytes are taken as the header.
+        public init(bytes: [UInt8], carriesTransportSequence: Bool, isVideo: Bool = false, isRetransmission: Bool = false) {
+            let split = min(12, bytes.count)
+            self.init(header: ViewerRTPHeader(bytes[..<split]), payload: ByteBuffer(bytes: bytes[split...]),
+                      carriesTransportSequence: carriesTransportSequence, isVideo: isVideo, isRetransmission: isRetransmission)
+        }
+
+        /// The packet in the clear, header and payload.
+        public var bytes: [UInt8] { header.bytes + payload.readableBytesView }
     }
 
     private var queue = Deque<Item>()
@@ -120,7 +138,7 @@ public struct MediaPacer: Sendable {
     public mutating func enqueue(_ item: Item, at now: Double) {
         var item = item
         item.queuedAt = now
-        queuedBytes += item.bytes.count
+        queuedBytes += item.count
         // A resend is not media coming in: the rate the pacer goes by is the media's.
         guard !item.isRetransmission else { return resendQueue.append(item) }
         if now - windowStart >= 1 {
@@ -128,10 +146,9 @@ public struct MediaPacer: Sendable {
             windowStart = now
             windowBytes = 0
         }
-        windowBytes += item.bytes.count
-        if !item.isVideo, item.bytes.count >= 12 {
-            let timestamp = item.bytes[4...7].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
-            item.due = audioSmoother.due(timestamp: timestamp, at: now)
+        windowBytes += item.count
+        if !item.isVideo, item.header.count >= 12 {
+            item.due = audioSmoother.due(timestamp: item.header.timestamp, at: now)
         }
         if item.isVideo { queue.append(item) } else { audioQueue.append(item) }
     }
@@ -151,16 +168,16 @@ public struct MediaPacer: Sendable {
         var released: [Item] = []
         while room > 0, let item = audioQueue.first, item.due <= now {
             audioQueue.removeFirst()
-            budget -= Double(item.bytes.count)
-            room -= item.bytes.count
-            queuedBytes -= item.bytes.count
+            budget -= Double(item.count)
+            room -= item.count
+            queuedBytes -= item.count
             released.append(item)
         }
         // A packet may take the budget below zero: the debt is paid before the next one leaves.
         while budget > 0, room > 0, let item = resendQueue.popFirst() ?? queue.popFirst() {
-            budget -= Double(item.bytes.count)
-            room -= item.bytes.count
-            queuedBytes -= item.bytes.count
+            budget -= Double(item.count)
+            room -= item.count
+            queuedBytes -= item.count
             released.append(item)
         }
         windowBlocked = room <= 0 && !isEmpty
@@ -192,7 +209,7 @@ public struct MediaPacer: Sendable {
     private static func drop(olderThan age: Double, at now: Double, from items: inout Deque<Item>) -> Int {
         var bytes = 0
         while let first = items.first, now - first.queuedAt > age {
-            bytes += first.bytes.count
+            bytes += first.count
             items.removeFirst()
         }
         return bytes
@@ -203,7 +220,7 @@ public struct MediaPacer: Sendable {
     public mutating func dropVideo() {
         queue.removeAll()
         resendQueue.removeAll()
-        queuedBytes = audioQueue.reduce(0) { $0 + $1.bytes.count }
+        queuedBytes = audioQueue.reduce(0) { $0 + $1.count }
     }
 
     /// Everything queued is dropped (the viewer left).

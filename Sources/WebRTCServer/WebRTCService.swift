@@ -330,6 +330,7 @@ public final class WebRTCService: Sendable {
         guard !sizes.isEmpty, let channel = state.withLock({ $0.channel }) else { return }
         let segmented = segmenting.load(ordering: .relaxed)
         var offset = buffer.readerIndex
+        var watched = false
         for run in segmented ? SegmentedRuns.runs(sizes) : sizes.indices.map({ $0..<($0 + 1) }) {
             let length = sizes[run].reduce(0, +)
             guard let slice = buffer.getSlice(at: offset, length: length) else { return }
@@ -339,8 +340,15 @@ public final class WebRTCService: Sendable {
                 continue
             }
             segmentedCount.add(run.count, ordering: .relaxed)
-            let promise = channel.eventLoop.makePromise(of: Void.self)
-            promise.futureResult.whenFailure { [self] error in segmentedSendFailed(error) }
+            // A kernel or device that cannot segment refuses every segmented send alike, so one
+            // watched send a batch is enough to learn it (a promise for each was an allocation
+            // and a callback per send on the port's event loop).
+            var promise: EventLoopPromise<Void>?
+            if !watched {
+                watched = true
+                promise = channel.eventLoop.makePromise(of: Void.self)
+                promise?.futureResult.whenFailure { [self] error in segmentedSendFailed(error) }
+            }
             channel.write(AddressedEnvelope(remoteAddress: address, data: slice,
                                             metadata: .init(ecnState: .transportNotCapable, packetInfo: nil, segmentSize: sizes[run.lowerBound])),
                           promise: promise)

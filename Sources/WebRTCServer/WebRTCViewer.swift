@@ -333,8 +333,9 @@ public final class WebRTCViewer: Sendable {
                                                                   sequence: state.retransmissionSequence)
                     (payloadType, ssrc) = (rtxType, plan.retransmissionSSRC)
                 }
-                let clear = Self.serialize(packet, payloadType: payloadType, ssrc: ssrc, transportSequence: extensionID.map { ($0, 0) })
-                state.pacer.enqueue(.init(bytes: clear, carriesTransportSequence: extensionID != nil, isRetransmission: true), at: now)
+                let header = Self.header(packet, payloadType: payloadType, ssrc: ssrc, transportSequence: extensionID.map { ($0, 0) })
+                state.pacer.enqueue(.init(header: header, payload: packet.payload, carriesTransportSequence: extensionID != nil,
+                                          isRetransmission: true), at: now)
             }
             return Self.takesPacing(&state)
         }
@@ -360,16 +361,18 @@ public final class WebRTCViewer: Sendable {
                 playoutDelay = (id, state.playoutDelay.update(drainRate: Self.drainRate(state), at: now))
             }
             for packet in packets {
-                let clear = Self.serialize(packet, payloadType: payloadType, ssrc: ssrc, transportSequence: extensionID.map { ($0, 0) },
-                                           playoutDelay: playoutDelay)
+                let header = Self.header(packet, payloadType: payloadType, ssrc: ssrc, transportSequence: extensionID.map { ($0, 0) },
+                                         playoutDelay: playoutDelay)
                 // SRTP adds its tag: 16 bytes for AES-GCM, 10 for HMAC-SHA1-80; the larger serves both.
+                let wire = header.count + packet.payload.readableBytes + 16
                 if track == 0 {
                     state.history.keep(packet)
-                    state.wireCost.sentVideo(payload: packet.payload.readableBytes, wire: clear.count + 16)
+                    state.wireCost.sentVideo(payload: packet.payload.readableBytes, wire: wire)
                 } else {
-                    state.wireCost.sentAudio(wire: clear.count + 16, seconds: OpusPacket.duration(packet.payload.readableBytesView))
+                    state.wireCost.sentAudio(wire: wire, seconds: OpusPacket.duration(packet.payload.readableBytesView))
                 }
-                state.pacer.enqueue(.init(bytes: clear, carriesTransportSequence: extensionID != nil, isVideo: track == 0), at: now)
+                state.pacer.enqueue(.init(header: header, payload: packet.payload, carriesTransportSequence: extensionID != nil,
+                                          isVideo: track == 0), at: now)
             }
             return Self.takesPacing(&state)
         }
@@ -484,16 +487,18 @@ public final class WebRTCViewer: Sendable {
     private static func leave(_ item: MediaPacer.Item, padding: Bool = false, state: inout State, at now: Double,
                               into buffer: inout ByteBuffer) -> Int? {
         guard let outbound = state.outbound else { return nil }
-        let stamped = item.carriesTransportSequence && item.bytes.count >= 20
+        let stamped = item.carriesTransportSequence && item.count >= 20
         if stamped { state.transportSequence &+= 1 }
         let sequence = state.transportSequence
-        let length = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: item.bytes.count + SRTPSession.trailerRoom) { raw in
-            item.bytes.withUnsafeBytes { raw.copyMemory(from: $0) }
+        let length = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: item.count + SRTPSession.trailerRoom) { raw in
+            // The viewer's header, then the rung's shared payload: the packet's one copy.
+            item.header.withUnsafeBytes { raw.copyMemory(from: $0) }
+            item.payload.withUnsafeReadableBytes { UnsafeMutableRawBufferPointer(rebasing: raw[item.header.count...]).copyMemory(from: $0) }
             if stamped {
                 raw[17] = UInt8(sequence >> 8)
                 raw[18] = UInt8(sequence & 0xFF)
             }
-            return (try? outbound.protect(rtpInPlace: raw, length: item.bytes.count)) ?? 0
+            return (try? outbound.protect(rtpInPlace: raw, length: item.count)) ?? 0
         }
         guard length > 0 else { return nil }
         if item.carriesTransportSequence { state.link.sent(sequence: sequence, bytes: length, at: now, padding: padding) }
@@ -507,7 +512,7 @@ public final class WebRTCViewer: Sendable {
         var bytes: Int { sizes.reduce(0, +) }
 
         init(_ items: [MediaPacer.Item] = [], allocator: ByteBufferAllocator) {
-            buffer = allocator.buffer(capacity: items.reduce(0) { $0 + $1.bytes.count + SRTPSession.trailerRoom })
+            buffer = allocator.buffer(capacity: items.reduce(0) { $0 + $1.count + SRTPSession.trailerRoom })
         }
 
         mutating func leave(_ item: MediaPacer.Item, padding: Bool = false, state: inout State, at now: Double) -> Int? {
@@ -542,9 +547,9 @@ public final class WebRTCViewer: Sendable {
                 state.retransmissionSequence &+= 1
                 let packet = RetransmissionHistory.retransmission(of: original, payloadType: rtxType, ssrc: plan.retransmissionSSRC,
                                                                   sequence: state.retransmissionSequence)
-                packets.append(.init(bytes: Self.serialize(packet, payloadType: rtxType, ssrc: plan.retransmissionSSRC,
-                                                           transportSequence: (extensionID, 0)),
-                                     carriesTransportSequence: true))
+                packets.append(.init(header: Self.header(packet, payloadType: rtxType, ssrc: plan.retransmissionSSRC,
+                                                         transportSequence: (extensionID, 0)),
+                                     payload: packet.payload, carriesTransportSequence: true))
             }
             var left = 0
             if recent.isEmpty {
@@ -601,31 +606,40 @@ public final class WebRTCViewer: Sendable {
         if let datagram, let peer { service.send(datagram, to: peer) }
     }
 
-    /// RTP with one-byte header extensions (RFC 8285): the transport-wide sequence number first
-    /// (`leave` fills it in at bytes 17–18), then the playout delay asked of the browser.
-    static func serialize(_ packet: RTPPacket, payloadType: UInt8, ssrc: UInt32, transportSequence: (id: Int, value: UInt16)?,
-                          playoutDelay: (id: Int, minimum: Double)? = nil) -> [UInt8] {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(packet.payload.readableBytes + 28)
-        bytes.append(transportSequence == nil && playoutDelay == nil ? 0x80 : 0x90)
-        bytes.append((packet.marker ? 0x80 : 0) | (payloadType & 0x7F))
-        bytes += [UInt8(packet.sequenceNumber >> 8), UInt8(packet.sequenceNumber & 0xFF)]
-        for shift in [24, 16, 8, 0] { bytes.append(UInt8(truncatingIfNeeded: packet.timestamp >> UInt32(shift))) }
-        for shift in [24, 16, 8, 0] { bytes.append(UInt8(truncatingIfNeeded: ssrc >> UInt32(shift))) }
+    /// A viewer's RTP header with one-byte header extensions (RFC 8285): the transport-wide
+    /// sequence number first (`leave` fills it in at bytes 17–18), then the playout delay asked
+    /// of the browser. Written inline, field by field: this runs per packet per viewer.
+    static func header(_ packet: RTPPacket, payloadType: UInt8, ssrc: UInt32, transportSequence: (id: Int, value: UInt16)?,
+                       playoutDelay: (id: Int, minimum: Double)? = nil) -> ViewerRTPHeader {
+        var header = ViewerRTPHeader()
+        header.append(UInt8(transportSequence == nil && playoutDelay == nil ? 0x80 : 0x90))
+        header.append((packet.marker ? 0x80 : 0) | (payloadType & 0x7F))
+        header.append(packet.sequenceNumber)
+        header.append(packet.timestamp)
+        header.append(ssrc)
         if transportSequence != nil || playoutDelay != nil {
-            // 0xBEDE and the length in words, then each element: id and length-1, its bytes; padded
-            // to a word. Written in place (this runs per packet per viewer).
+            // 0xBEDE and the length in words, then each element: id and length-1, its bytes; padded to a word.
             let words = (transportSequence == nil ? 0 : 3) + (playoutDelay == nil ? 0 : 4) > 4 ? 2 : 1
-            bytes += [0xBE, 0xDE, 0x00, UInt8(words)]
-            if let (id, value) = transportSequence { bytes += [UInt8(id << 4 | 1), UInt8(value >> 8), UInt8(value & 0xFF)] }
+            header.append(UInt16(0xBEDE))
+            header.append(UInt16(words))
+            if let (id, value) = transportSequence {
+                header.append(UInt8(id << 4 | 1))
+                header.append(value)
+            }
             if let (id, minimum) = playoutDelay {
                 let (a, b, c) = KeyframePlayoutDelay.payload(minimum: minimum)
-                bytes += [UInt8(id << 4 | 2), a, b, c]
+                for byte in [UInt8(id << 4 | 2), a, b, c] { header.append(byte) }
             }
-            while bytes.count < 16 + 4 * words { bytes.append(0) }
+            while header.count < 16 + 4 * words { header.append(UInt8(0)) }
         }
-        bytes += packet.payload.readableBytesView
-        return bytes
+        return header
+    }
+
+    /// The whole packet in the clear, `header(...)` and the payload (tests; padding).
+    static func serialize(_ packet: RTPPacket, payloadType: UInt8, ssrc: UInt32, transportSequence: (id: Int, value: UInt16)?,
+                          playoutDelay: (id: Int, minimum: Double)? = nil) -> [UInt8] {
+        header(packet, payloadType: payloadType, ssrc: ssrc, transportSequence: transportSequence, playoutDelay: playoutDelay).bytes
+            + packet.payload.readableBytesView
     }
 
     func end(reason: String) {

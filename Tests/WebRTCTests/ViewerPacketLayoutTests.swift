@@ -26,4 +26,29 @@ import WebRTC
         let alone = WebRTCViewer.serialize(Self.packet, payloadType: 102, ssrc: 7, transportSequence: nil, playoutDelay: (5, 0))
         #expect(alone[0] == 0x90 && Array(alone[12..<20]) == [0xBE, 0xDE, 0, 1, 0x52, 0, 0x03, 0xE8])
     }
+
+    @Test func theFixedHeaderCarriesTheViewersOwnFields() {
+        let header = WebRTCViewer.header(Self.packet, payloadType: 111, ssrc: 0xA1B2_C3D4, transportSequence: nil)
+        #expect(header.bytes == [0x80, 0x80 | 111, 0x12, 0x34, 0, 0, 0x23, 0x28, 0xA1, 0xB2, 0xC3, 0xD4])
+        #expect(header.timestamp == 9000)
+    }
+
+    /// The pacer holds the viewer's header and the rung's payload apart, sharing the payload's
+    /// storage: the packet it lets go is the same as one serialized whole.
+    @Test func aQueuedPacketSharesTheRungsPayload() {
+        let header = WebRTCViewer.header(Self.packet, payloadType: 102, ssrc: 7, transportSequence: (3, 0), playoutDelay: (5, 0.19))
+        let item = MediaPacer.Item(header: header, payload: Self.packet.payload, carriesTransportSequence: true, isVideo: true)
+        #expect(item.bytes == WebRTCViewer.serialize(Self.packet, payloadType: 102, ssrc: 7, transportSequence: (3, 0), playoutDelay: (5, 0.19)))
+        #expect(item.count == 24 + 4)
+        item.payload.withUnsafeReadableBytes { queued in
+            Self.packet.payload.withUnsafeReadableBytes { shared in #expect(queued.baseAddress == shared.baseAddress) }
+        }
+    }
+
+    @Test func anRTXHeaderWithItsOriginalSequenceFits() {
+        var header = WebRTCViewer.header(Self.packet, payloadType: 102, ssrc: 7, transportSequence: (3, 0), playoutDelay: (5, 0.19))
+        header.append(UInt16(0x1234))
+        #expect(header.count == 26 && header.count <= ViewerRTPHeader.capacity)
+        #expect(header[24] == 0x12 && header[25] == 0x34)
+    }
 }
