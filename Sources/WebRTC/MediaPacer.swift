@@ -49,6 +49,10 @@ public struct MediaPacer: Sendable {
         public var isVideo: Bool
         /// A resend a NACK asked for: it leaves after the audio and before the video waiting.
         public var isRetransmission: Bool
+        /// Media whose RTP sequence number is given as it leaves (`LeavingSequenceNumbers`; the
+        /// number its player wrote stands only for a track's first): what the pacer drops (video
+        /// on a move, stale media) then leaves no gap in the numbers.
+        public var numberedAsItLeaves = false
         /// When it was queued (`enqueue` sets it).
         public var queuedAt = 0.0
         /// Audio: when it is due to leave (`AudioSmoother`; `enqueue` sets it).

@@ -63,6 +63,8 @@ public final class WebRTCViewer: Sendable {
         var created: UInt64
         var lastHeard: UInt64
         var transportSequence: UInt16 = 0
+        /// Media's RTP sequence numbers, given as packets leave the pacer (none missing for what it drops).
+        var sequenceNumbers = LeavingSequenceNumbers()
         var packetsSent = 0
         var bytesSent = 0
         var nacks = 0
@@ -366,13 +368,13 @@ public final class WebRTCViewer: Sendable {
                 // SRTP adds its tag: 16 bytes for AES-GCM, 10 for HMAC-SHA1-80; the larger serves both.
                 let wire = header.count + packet.payload.readableBytes + 16
                 if track == 0 {
-                    state.history.keep(packet)
                     state.wireCost.sentVideo(payload: packet.payload.readableBytes, wire: wire)
                 } else {
                     state.wireCost.sentAudio(wire: wire, seconds: OpusPacket.duration(packet.payload.readableBytesView))
                 }
-                state.pacer.enqueue(.init(header: header, payload: packet.payload, carriesTransportSequence: extensionID != nil,
-                                          isVideo: track == 0), at: now)
+                var item = MediaPacer.Item(header: header, payload: packet.payload, carriesTransportSequence: extensionID != nil, isVideo: track == 0)
+                item.numberedAsItLeaves = true
+                state.pacer.enqueue(item, at: now)
             }
             return Self.takesPacing(&state)
         }
@@ -490,10 +492,15 @@ public final class WebRTCViewer: Sendable {
         let stamped = item.carriesTransportSequence && item.count >= 20
         if stamped { state.transportSequence &+= 1 }
         let sequence = state.transportSequence
+        let mediaSequence = state.sequenceNumbers.next(for: item)
         let length = buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: item.count + SRTPSession.trailerRoom) { raw in
             // The viewer's header, then the rung's shared payload: the packet's one copy.
             item.header.withUnsafeBytes { raw.copyMemory(from: $0) }
             item.payload.withUnsafeReadableBytes { UnsafeMutableRawBufferPointer(rebasing: raw[item.header.count...]).copyMemory(from: $0) }
+            if let mediaSequence {
+                raw[2] = UInt8(mediaSequence >> 8)
+                raw[3] = UInt8(mediaSequence & 0xFF)
+            }
             if stamped {
                 raw[17] = UInt8(sequence >> 8)
                 raw[18] = UInt8(sequence & 0xFF)
@@ -501,6 +508,11 @@ public final class WebRTCViewer: Sendable {
             return (try? outbound.protect(rtpInPlace: raw, length: item.count)) ?? 0
         }
         guard length > 0 else { return nil }
+        // Video is kept for NACKs under the number it left with (resends keep theirs).
+        if item.isVideo, let mediaSequence {
+            state.history.keep(RTPPacket(marker: item.header[1] & 0x80 != 0, payloadType: item.header[1] & 0x7F, sequenceNumber: mediaSequence,
+                                         timestamp: item.header.timestamp, ssrc: 0, payload: item.payload))
+        }
         if item.carriesTransportSequence { state.link.sent(sequence: sequence, bytes: length, at: now, padding: padding) }
         return length
     }
