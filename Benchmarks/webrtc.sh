@@ -22,7 +22,9 @@
 #   skipped), CLEAN_STREAM (what those four play, default
 #   live/edge_1: the top, adaptive; live/edge_3?abr=off pins 360p, which four software decoders
 #   keep up with on a small machine), VIEWERS_PER_PROCESS (aiortc viewers to a process in the cost
-#   phases, default 5: see webrtc-cost-viewers.py), WORKER (another abr-worker binary).
+#   phases, default 5: see webrtc-cost-viewers.py), STARTS (that many more links after the
+#   windows: a start on the top whose link falls to START_RATE kbit/s, default 1900, as its first
+#   picture shows, for START_SECONDS, default 15; default 0), WORKER (another abr-worker binary).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source Benchmarks/common.sh
@@ -36,6 +38,9 @@ viewers=${VIEWERS:-20}
 phase=${PHASE_SECONDS:-30}
 clean_minutes=${CLEAN_MINUTES:-0}
 clean_stream=${CLEAN_STREAM:-live/edge_1}
+starts=${STARTS:-0}
+start_rate=${START_RATE:-1900}
+start_seconds=${START_SECONDS:-15}
 work=Benchmarks/work/webrtc
 # One run at a time: a second one would write its links' logs into the same folder.
 mkdir -p Benchmarks/work
@@ -94,15 +99,20 @@ inside ffmpeg -hide_banner -loglevel error -re -stream_loop -1 -i "$clip" -c cop
 sleep 15  # every rung encoding, a few segments written (the oracle reads them)
 
 # The links: the step, then the trace windows (written out for the oracle).
-python3 - "$work" "$windows" "$seconds" "$start" "$mean" <<'PY' >"$work/links.json"
+python3 - "$work" "$windows" "$seconds" "$start" "$mean" "$starts" "$start_rate" "$start_seconds" <<'PY' >"$work/links.json"
 import json, os, sys
 work, windows, seconds, start, mean = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+starts, start_rate, start_seconds = int(sys.argv[6]), int(sys.argv[7]), int(sys.argv[8])
 links = [{"name": "step", "rates": ([100000] * 10 + [1300] * 20 + [650] * 20 + [100000] * max(0, seconds - 50))[:max(seconds, 60)]}]
 sys.path.insert(0, "Benchmarks")
 from trace_windows import chosen, window
 for name in chosen(windows):
     label, rates = window(work, name, start, seconds, mean)
     links.append({"name": label, "rates": [max(8, rate) for rate in rates]})
+# Starts on the top whose link narrows to under it as the first picture shows (every link here
+# begins wide until then): the catch-up does not fit, and the viewer is moved down within a second.
+for number in range(1, starts + 1):
+    links.append({"name": f"start {number} at {start_rate} k", "rates": [start_rate] * start_seconds})
 print(json.dumps(links))
 PY
 
@@ -146,7 +156,7 @@ links = json.load(open(f"{work}/links.json"))
 os.makedirs(f"{work}/windows-less-audio", exist_ok=True)
 for index, link in enumerate(links):
     path = f"{work}/chromium-{index}.jsonl"
-    if link["name"] == "step" or not os.path.exists(path):
+    if not os.path.exists(f"{work}/windows/{link['name']}.json") or not os.path.exists(path):
         continue
     rows = [json.loads(l) for l in open(path) if l.startswith("{") and '"audioPacketsReceived"' in l]
     rows = [r for r in rows if r["audioPacketsReceived"] > 0]

@@ -1,12 +1,12 @@
-/// The bytes of one viewer's RTP header, held inline: the fixed 12 bytes, the one-byte header
-/// extensions, and an RTX packet's original sequence number (RFC 4588), at most `capacity`.
+/// The bytes of one viewer's RTP header, held inline: the fixed 12 bytes and the one-byte header
+/// extensions (at most 24 bytes; `capacity` leaves room).
 ///
 /// Why inline: a rung's packets are packetized once and shared by every viewer, who writes only
 /// its own header. A viewer's packet used to be copied whole into an array of its own when
-/// queued (some 1.2 KB, allocated on the encoder's thread and freed on the port's), and that
-/// allocation and copy, per packet per viewer, were a fifth of what a viewer cost the node. Now
-/// the pacer holds this header and the shared payload, and the two are written once, together,
-/// into the send buffer as the packet leaves.
+/// queued (some 1.2 KB, allocated on the encoder's thread and freed on the port's, where glibc's
+/// allocator then locked and consolidated). Now the pacer holds this header and the shared
+/// payload, and the two are written once, together, into the send buffer as the packet leaves.
+/// In a profile of 50 viewers the fan-out's share of the node's samples fell from 1.8 % to 1.3 %.
 public struct ViewerRTPHeader: Sendable, Equatable {
     public static let capacity = 32
     private var storage: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)

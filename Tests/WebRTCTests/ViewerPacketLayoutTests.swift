@@ -44,11 +44,4 @@ import WebRTC
             Self.packet.payload.withUnsafeReadableBytes { shared in #expect(queued.baseAddress == shared.baseAddress) }
         }
     }
-
-    @Test func anRTXHeaderWithItsOriginalSequenceFits() {
-        var header = WebRTCViewer.header(Self.packet, payloadType: 102, ssrc: 7, transportSequence: (3, 0), playoutDelay: (5, 0.19))
-        header.append(UInt16(0x1234))
-        #expect(header.count == 26 && header.count <= ViewerRTPHeader.capacity)
-        #expect(header[24] == 0x12 && header[25] == 0x34)
-    }
 }
