@@ -640,7 +640,10 @@ public final class WebRTCViewer: Sendable {
             }
             if let (id, minimum) = playoutDelay {
                 let (a, b, c) = KeyframePlayoutDelay.payload(minimum: minimum)
-                for byte in [UInt8(id << 4 | 2), a, b, c] { header.append(byte) }
+                header.append(UInt8(id << 4 | 2))
+                header.append(a)
+                header.append(b)
+                header.append(c)
             }
             while header.count < 16 + 4 * words { header.append(UInt8(0)) }
         }
