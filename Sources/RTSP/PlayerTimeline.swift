@@ -13,6 +13,8 @@ public struct PlayerTimeline: Sendable, Equatable {
     public private(set) var isCatchingUp = true
     /// Source minus output ticks once caught up.
     public private(set) var shift: Int64 = 0
+    /// The output ticks of the last picture timed.
+    private var lastOutput: Int64?
 
     public init(speed: Int64 = 8) {
         self.speed = max(1, speed)
@@ -27,10 +29,26 @@ public struct PlayerTimeline: Sendable, Equatable {
     public mutating func video(_ source: Int64) -> Int64 {
         guard let anchor else {
             anchor = (source, source)
+            lastOutput = source
             return source
         }
         guard isCatchingUp else { return source &- shift }
-        return anchor.output &+ (source &- anchor.source) / speed
+        let output = anchor.output &+ (source &- anchor.source) / speed
+        lastOutput = output
+        return output
+    }
+
+    /// Output ticks for a picture of a catch-up that a transport paces (a WebRTC viewer's pacer
+    /// sends it at its link's pace, not at `speed`): time advances as the pictures are handed
+    /// over, `elapsed` ticks after the catch-up began, and at least a tick a picture. A browser
+    /// fits its clock to when pictures arrive: a catch-up whose timestamps ran at an eighth of real
+    /// time while its link took a second to deliver it taught Chromium that RTP time runs slow,
+    /// and it then held the live pictures after it for seconds (run BK).
+    public mutating func video(_ source: Int64, handedOverAfter elapsed: Int64) -> Int64 {
+        guard let anchor, isCatchingUp else { return video(source) }
+        let output = max(anchor.output &+ elapsed, (lastOutput ?? anchor.output) &+ 1)
+        lastOutput = output
+        return output
     }
 
     /// Where output time would put `source` without changing anything: for scheduling.
@@ -43,7 +61,16 @@ public struct PlayerTimeline: Sendable, Equatable {
     /// - Parameter lastSource: that picture's source ticks.
     public mutating func finishCatchUp(lastSource: Int64?) {
         guard isCatchingUp else { return }
-        if let lastSource, anchor != nil { shift = lastSource &- peekVideo(lastSource) }
+        if let lastSource, let lastOutput { shift = lastSource &- lastOutput }
+        isCatchingUp = false
+    }
+
+    /// The catch-up ends early, at `source` (the IDR of a rung the player moves to), `elapsed`
+    /// ticks after the last picture was handed over: time goes on from there as the wall clock
+    /// did, not as far as the source skipped, so the picture is not dated ahead of its arrival.
+    public mutating func finishCatchUp(continuingAt source: Int64, after elapsed: Int64) {
+        guard isCatchingUp else { return }
+        if let lastOutput { shift = source &- (lastOutput &+ max(1, elapsed)) }
         isCatchingUp = false
     }
 

@@ -29,6 +29,11 @@ final class MediaSubscriber: Sendable {
 
     /// Backlog past which this player skips to the next IDR.
     let maximumBacklog: Int
+    /// A catch-up its transport paces (a WebRTC viewer's pacer): the next picture is handed over
+    /// only while the transport holds less than this many bytes, and its timestamp is when it
+    /// was handed over (`PlayerTimeline.video(_:handedOverAfter:)`); a move to another rung may
+    /// end it. Nil: the catch-up runs at the timeline's speed, as RTSP players take it.
+    let pacedCatchUp: Int?
     static let senderReportInterval: UInt64 = 5_000_000_000
 
     struct State {
@@ -55,6 +60,8 @@ final class MediaSubscriber: Sendable {
         var pendingBytes = 0
         /// Uptime (ns) when the catch-up started, and the source ticks of its first picture.
         var catchUpStart: (uptime: UInt64, ticks: Int64)?
+        /// Uptime (ns) when the last picture was handed to the transport.
+        var lastHandedOver: UInt64?
         /// Added to its stream, not yet given the cached GOP: live pictures wait.
         var joining = true
         var lastSentTicks: Int64?
@@ -78,8 +85,9 @@ final class MediaSubscriber: Sendable {
     static let catchUpTick = TimeAmount.milliseconds(4)
 
     init(transport: PlayerTransport, hasVideo: Bool, hasAudio: Bool, audioRate: Int = 0, audioFeed: AudioFeed = .aac,
-         maximumBacklog: Int = 4 * 1024 * 1024, onEnd: @escaping @Sendable () -> Void) {
+         maximumBacklog: Int = 4 * 1024 * 1024, pacedCatchUp: Int? = nil, onEnd: @escaping @Sendable () -> Void) {
         self.audioFeed = audioFeed
+        self.pacedCatchUp = pacedCatchUp
         self.transport = transport
         self.maximumBacklog = maximumBacklog
         self.hasVideo = hasVideo
@@ -142,11 +150,21 @@ final class MediaSubscriber: Sendable {
     /// Sends the held-back pictures whose catch-up time has come; false once none are left.
     private func sendDuePictures() -> Bool {
         let now = transport.clock.nanoseconds
+        // Read before the lock: the transport has a lock of its own.
+        let held = pacedCatchUp == nil ? 0 : transport.pendingBytes
         let due: [SharedPicture] = state.withLock { state in
             guard let start = state.catchUpStart else { return [] }
-            let elapsedTicks = Int64(Double(now &- start.uptime) * 90000 / 1e9)
             var count = 0
-            while count < state.pending.count, (state.pending[count].ticks &- start.ticks) / state.timeline.speed <= elapsedTicks { count += 1 }
+            if let pacedCatchUp {
+                var room = pacedCatchUp - held
+                while count < state.pending.count, room > 0 {
+                    room -= state.pending[count].bytes
+                    count += 1
+                }
+            } else {
+                let elapsedTicks = Int64(Double(now &- start.uptime) * 90000 / 1e9)
+                while count < state.pending.count, (state.pending[count].ticks &- start.ticks) / state.timeline.speed <= elapsedTicks { count += 1 }
+            }
             let due = Array(state.pending.prefix(count))
             state.pending.removeFirst(count)
             state.pendingBytes -= due.reduce(0) { $0 + $1.bytes }
@@ -154,7 +172,10 @@ final class MediaSubscriber: Sendable {
         }
         for picture in due { deliver(picture) }
         return state.withLock { state in
-            guard state.pending.isEmpty else { return true }
+            // A move ended it (a paced catch-up).
+            guard state.catchUpStart != nil else { return false }
+            // A paced catch-up with a move under way is ended by the move's IDR (`endPacedCatchUp`).
+            guard state.pending.isEmpty, pacedCatchUp == nil || state.switchTarget == nil else { return true }
             state.timeline.finishCatchUp(lastSource: state.lastSentTicks)
             state.catchUpStart = nil
             return false
@@ -177,7 +198,7 @@ final class MediaSubscriber: Sendable {
     /// IDR). False while the player is still starting or catching up, or already there.
     /// Whether a switch can start now: the player has started, caught up, and is not switching.
     var isSwitchable: Bool {
-        state.withLock { hasVideo && $0.started && !$0.joining && $0.catchUpStart == nil && $0.switchTarget == nil }
+        state.withLock { hasVideo && $0.started && !$0.joining && ($0.catchUpStart == nil || pacedCatchUp != nil) && $0.switchTarget == nil }
     }
 
     /// Drops what comes until the next IDR (a player too far behind live).
@@ -193,10 +214,16 @@ final class MediaSubscriber: Sendable {
     @discardableResult
     func switchTo(_ target: LiveStream, flush: Bool = false, urgent: Bool = false) -> Bool {
         let replaced: (LiveStream?, Int64?)? = state.withLock { state in
-            guard hasVideo, state.started, !state.joining, state.catchUpStart == nil, let current = state.current, current !== target else { return nil }
+            guard hasVideo, state.started, !state.joining, state.catchUpStart == nil || pacedCatchUp != nil, let current = state.current,
+                  current !== target else { return nil }
             defer {
                 state.switchTarget = target
                 state.heldAtKeyframes = flush ? 1 : 0
+                // What a paced catch-up still holds of the current rung stops with it.
+                if flush, pacedCatchUp != nil, state.catchUpStart != nil {
+                    state.pending.removeAll()
+                    state.pendingBytes = 0
+                }
             }
             return (state.switchTarget, state.highestSentTicks)
         }
@@ -253,6 +280,14 @@ final class MediaSubscriber: Sendable {
         }
     }
     var droppedFrames: Int { state.withLock { $0.dropped } }
+    /// Seconds of media a catch-up still holds back: how far behind the live edge its next
+    /// picture is (0 once caught up).
+    var catchUpLag: Double {
+        state.withLock { state in
+            guard state.catchUpStart != nil, let first = state.pending.first, let last = state.pending.last else { return 0 }
+            return Double(last.ticks &- first.ticks) / 90000
+        }
+    }
     /// Bytes held for this player: queued to its transport and waiting in its catch-up.
     var heldBytes: Int { transport.pendingBytes + state.withLock { $0.pendingBytes } }
 
@@ -267,6 +302,7 @@ final class MediaSubscriber: Sendable {
             return
         case let .switchHere(left):
             left?.detach(self)
+            endPacedCatchUp(at: picture.ticks)
         case let .cancel(target):
             target?.detach(self)
         }
@@ -294,10 +330,25 @@ final class MediaSubscriber: Sendable {
         delivery.withLock { _ in deliverInOrder(picture) }
     }
 
+    /// A move lands during a paced catch-up: what the catch-up still held (the old rung's) is
+    /// dropped, and time goes on from the last picture handed over as the wall clock did.
+    private func endPacedCatchUp(at ticks: Int64) {
+        let now = transport.clock.nanoseconds
+        state.withLock { state in
+            guard pacedCatchUp != nil, state.catchUpStart != nil else { return }
+            state.pending.removeAll()
+            state.pendingBytes = 0
+            state.catchUpStart = nil
+            let elapsed = state.lastHandedOver.map { Int64(Double(now &- $0) * 90000 / 1e9) } ?? 0
+            state.timeline.finishCatchUp(continuingAt: ticks, after: elapsed)
+        }
+    }
+
     /// `deliver`'s work, under `delivery`.
     private func deliverInOrder(_ picture: SharedPicture) {
         let (sourceTicks, isKeyframe) = (picture.ticks, picture.isKeyframe)
         let backlog = transport.pendingBytes
+        let now = transport.clock.nanoseconds
         var outputTicks: Int64 = 0
         let packets: [RTPPacket]? = state.withLock { state in
             if !state.started {
@@ -313,7 +364,13 @@ final class MediaSubscriber: Sendable {
                 }
                 state.skipping = false
             }
-            let ticks = state.timeline.video(sourceTicks)
+            let ticks: Int64
+            if pacedCatchUp != nil, let start = state.catchUpStart {
+                ticks = state.timeline.video(sourceTicks, handedOverAfter: Int64(Double(now &- start.uptime) * 90000 / 1e9))
+            } else {
+                ticks = state.timeline.video(sourceTicks)
+            }
+            state.lastHandedOver = now
             outputTicks = ticks
             state.lastSentTicks = sourceTicks
             state.highestSentTicks = max(state.highestSentTicks ?? sourceTicks, sourceTicks)

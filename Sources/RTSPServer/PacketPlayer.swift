@@ -57,13 +57,19 @@ public final class PacketPlayer: Sendable {
     private let transport: SinkTransport
 
     /// - Parameter opusAudio: the player takes its stream's Opus (48 kHz) as track 1; without it, no audio.
+    /// - Parameter pacedCatchUp: the sink paces what it is given (a WebRTC viewer's pacer): a new
+    ///   player's catch-up is handed over only while the sink holds less than this many bytes,
+    ///   timed as it is handed over, and a move may end it (`MediaSubscriber.pacedCatchUp`).
     public init(sink: any PacketSink, opusAudio: Bool, feedback: Feedback = .perPacket, maximumBacklog: Int = 4 * 1024 * 1024,
-                clock: NodeClock = .system, onEnd: @escaping @Sendable () -> Void) {
+                pacedCatchUp: Int? = nil, clock: NodeClock = .system, onEnd: @escaping @Sendable () -> Void) {
         self.sink = sink
         transport = SinkTransport(sink: sink, log: feedback == .receiverReports ? SentMediaLog(clock: clock) : nil, clock: clock)
         subscriber = MediaSubscriber(transport: transport, hasVideo: true, hasAudio: opusAudio, audioRate: 48000,
-                                     audioFeed: .opus, maximumBacklog: maximumBacklog, onEnd: onEnd)
+                                     audioFeed: .opus, maximumBacklog: maximumBacklog, pacedCatchUp: pacedCatchUp, onEnd: onEnd)
     }
+
+    /// Seconds of media the player's catch-up still holds back (0 once caught up).
+    public var catchUpLag: Double { subscriber.catchUpLag }
 
     /// Starts delivery of `stream` (its cached GOP first).
     public func play(_ stream: LiveStream) {

@@ -206,7 +206,7 @@ public final class WebRTCViewer: Sendable {
         // receiver reports, capped by its REMB (aiortc, older stacks).
         let feedback: PacketPlayer.Feedback = answer.transportSequenceExtension != nil ? .perPacket : .receiverReports
         let player = PacketPlayer(sink: ViewerSink(viewer: self), opusAudio: answer.audioPayloadType != nil, feedback: feedback,
-                                  clock: clock) { [weak self] in
+                                  pacedCatchUp: Self.catchUpHeld, clock: clock) { [weak self] in
             self?.end(reason: "stream ended")
         }
         state.withLock { $0.player = player }
@@ -241,6 +241,7 @@ public final class WebRTCViewer: Sendable {
             return
         }
         let now = clock.nanoseconds
+        var blocked = false
         let (observations, player, lost, reports) = state.withLock {
             state -> ([LinkObservation], PacketPlayer?, [UInt16], [(RTCPPacket.ReportBlock, Int)]) in
             var observations: [LinkObservation] = []
@@ -270,15 +271,23 @@ public final class WebRTCViewer: Sendable {
                 case let .transportFeedback(report):
                     guard var observation = state.link.receive(report, at: Double(now) / 1e9) else { break }
                     // Video held behind a full congestion window is as late as video queued on
-                    // the path: the lag the policy moves down or skips on is both.
-                    if state.pacer.windowBlocked { observation.backlogSeconds += state.pacer.oldestVideoWait(at: Double(now) / 1e9) }
+                    // the path: the lag the policy moves down or skips on is both, and what a
+                    // catch-up still holds back beyond it (added below, outside this lock).
+                    if state.pacer.windowBlocked {
+                        observation.backlogSeconds += state.pacer.oldestVideoWait(at: Double(now) / 1e9)
+                        blocked = true
+                    }
                     observations.append(observation)
                 default: break
                 }
             }
             return (observations, state.player, lost, reports)
         }
-        for observation in observations { player?.observe(observation) }
+        let lag = blocked ? player?.catchUpLag ?? 0 : 0
+        for var observation in observations {
+            observation.backlogSeconds += lag
+            player?.observe(observation)
+        }
         if !observations.isEmpty, let estimate = player?.estimate {
             state.withLock { $0.pacer.linkRate = estimate }
         }
@@ -432,6 +441,12 @@ public final class WebRTCViewer: Sendable {
     /// 2.4 Mbit/s top over a 1.2 Mbit/s link lost 182 packets of that GOP and the first pictures of
     /// the rung it was moved to, and froze 2.2 s.
     static let initialWindow = 64 * 1024
+
+    /// What the pacer may hold before the next picture of a new viewer's catch-up is handed to
+    /// it (bytes): enough that the pacer never idles while the catch-up waits, little enough that
+    /// a picture leaves within about 0.1 s of being handed over at 2 Mbit/s, so the catch-up's
+    /// timestamps (when each picture was handed over) are when it reaches the browser.
+    static let catchUpHeld = 24 * 1024
 
     /// Whether media waits in the pacer (the service's pacing tick keeps the viewer until not).
     var isPacing: Bool { state.withLock { $0.pacing } }

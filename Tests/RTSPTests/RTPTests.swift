@@ -246,6 +246,29 @@ import Testing
         #expect(timeline.audio(150_000 * 48_000 / 90_000, rate: 48_000) == 97_500 * 48_000 / 90_000)
     }
 
+    @Test func aPacedCatchUpIsTimedAsItIsHandedOver() {
+        var timeline = PlayerTimeline(speed: 8)
+        #expect(timeline.video(90_000) == 90_000)                              // the IDR
+        #expect(timeline.video(93_000, handedOverAfter: 9_000) == 99_000)      // handed over 0.1 s later
+        #expect(timeline.video(96_000, handedOverAfter: 9_000) == 99_001)      // in the same batch: a tick on
+        #expect(timeline.video(150_000, handedOverAfter: 90_000) == 180_000)   // 1 s on: the link's pace
+        timeline.finishCatchUp(lastSource: 150_000)
+        #expect(timeline.shift == -30_000)
+        #expect(timeline.video(153_000) == 183_000)
+    }
+
+    @Test func aCatchUpEndedByAMoveGoesOnByTheWallClock() {
+        var timeline = PlayerTimeline(speed: 8)
+        _ = timeline.video(90_000)
+        #expect(timeline.video(120_000, handedOverAfter: 18_000) == 108_000)
+        // The move's IDR is 2 s of source on, 0.2 s after the last picture was handed over.
+        timeline.finishCatchUp(continuingAt: 300_000, after: 18_000)
+        #expect(!timeline.isCatchingUp)
+        #expect(timeline.video(300_000) == 126_000)
+        #expect(timeline.video(303_000) == 129_000)
+        #expect(timeline.audio(300_000 * 48_000 / 90_000, rate: 48_000) == 126_000 * 48_000 / 90_000)
+    }
+
     @Test func withoutACatchUpTimeIsTheSources() {
         var timeline = PlayerTimeline()
         timeline.finishCatchUp(lastSource: nil)
