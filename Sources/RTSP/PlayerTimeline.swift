@@ -6,7 +6,9 @@
 /// arrival (GStreamer's rtpjitterbuffer in its default mode) gives pictures that arrive ahead of
 /// their timestamps no usable time. So while catching up, output time advances at 1/`speed` of
 /// the source's, as fast as the pictures are sent; once caught up it advances with the source,
-/// shifted by what the catch-up saved. Audio, which joins only then, takes the same shift.
+/// shifted by what the catch-up saved. Audio, which joins only then, takes the same shift. A
+/// catch-up that its transport paces instead (a WebRTC viewer's pacer, at its link's pace) is
+/// timed as each picture is handed over (`video(_:handedOverAfter:)`).
 public struct PlayerTimeline: Sendable, Equatable {
     public let speed: Int64
     private var anchor: (source: Int64, output: Int64)?
@@ -22,7 +24,7 @@ public struct PlayerTimeline: Sendable, Equatable {
 
     public static func == (lhs: PlayerTimeline, rhs: PlayerTimeline) -> Bool {
         lhs.speed == rhs.speed && lhs.anchor?.source == rhs.anchor?.source && lhs.anchor?.output == rhs.anchor?.output
-            && lhs.isCatchingUp == rhs.isCatchingUp && lhs.shift == rhs.shift
+            && lhs.isCatchingUp == rhs.isCatchingUp && lhs.shift == rhs.shift && lhs.lastOutput == rhs.lastOutput
     }
 
     /// Output ticks for a picture at `source` ticks; the first picture keeps its own time.
@@ -49,12 +51,6 @@ public struct PlayerTimeline: Sendable, Equatable {
         let output = max(anchor.output &+ elapsed, (lastOutput ?? anchor.output) &+ 1)
         lastOutput = output
         return output
-    }
-
-    /// Where output time would put `source` without changing anything: for scheduling.
-    public func peekVideo(_ source: Int64) -> Int64 {
-        var copy = self
-        return copy.video(source)
     }
 
     /// The last picture held back for catch-up has been sent; from now on time runs at the source's pace.
