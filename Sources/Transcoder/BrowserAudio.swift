@@ -6,7 +6,7 @@ import MediaCore
 /// encoded once, on the ingest thread, and the same packets written to every rung's sink, so a
 /// viewer's audio goes on unchanged when it is moved between rungs.
 final class BrowserAudio {
-    private let encoder: OpusEncoder
+    private let encoder: AudioReencoder
     private let sinks: [any MediaSink]
     private let logger: Logger
     private var reportedErrors = 0
@@ -16,7 +16,7 @@ final class BrowserAudio {
     init?(track: AudioTrack, sinks: [any MediaSink], logger: Logger) {
         guard !sinks.isEmpty else { return nil }
         do {
-            encoder = try OpusEncoder(parameters: track.parameters, timeBase: track.stream.timeBase)
+            encoder = try AudioReencoder(parameters: track.parameters, timeBase: track.stream.timeBase, target: .opus())
         } catch {
             logger.warning("no Opus for browsers: \(error)")
             return nil
@@ -28,7 +28,7 @@ final class BrowserAudio {
     /// One of the publisher's audio packets, on the job's timeline (ADTS already removed).
     func write(_ packet: Packet) {
         for output in encoder.encode(packet) {
-            let time = MediaTime(ticks: output.ticks, timeBase: Rational(1, Int32(OpusEncoder.sampleRate)))
+            let time = MediaTime(ticks: output.ticks, timeBase: Rational(1, Int32(AudioReencoder.opusSampleRate)))
             for sink in sinks { sink.writeOpus(output.bytes, time: time) }
         }
         if encoder.decodeErrors > reportedErrors {

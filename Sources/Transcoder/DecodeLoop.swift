@@ -8,7 +8,8 @@ import MediaCore
 struct DecodeLoop {
     let source: any PacketReader
     let video: StreamInfo
-    let audio: AudioTrack?
+    /// The session's audio, as the job's track takes it.
+    let audio: SessionAudio?
     let decoder: VideoDecoder
     let pipelines: [VariantPipeline]
     var grid: KeyframeGrid
@@ -55,7 +56,7 @@ struct DecodeLoop {
     /// The parameter sets the passed-through top's outputs were opened (or last re-opened) with.
     private var topParameterSets: (sps: [UInt8], pps: [UInt8])?
 
-    init(source: any PacketReader, video: StreamInfo, audio: AudioTrack?, decoder: VideoDecoder, pipelines: [VariantPipeline],
+    init(source: any PacketReader, video: StreamInfo, audio: SessionAudio?, decoder: VideoDecoder, pipelines: [VariantPipeline],
          grid: KeyframeGrid, clock: NodeClock, started: UInt64, progress: ((JobProgress) -> Void)?, cancellation: Cancellation,
          isLive: Bool, logger: Logger) {
         self.source = source
@@ -140,7 +141,7 @@ struct DecodeLoop {
                 }
                 if let held = heldVideo { try handleVideo(held.packet, arrival: held.arrival, passthrough: passthrough, encoders: encoders) }
                 heldVideo = (packet, arrival)
-            } else if let audio, packet.streamIndex == audio.stream.index {
+            } else if let audio, packet.streamIndex == audio.streamIndex {
                 handleAudio(packet)
             }
             reportProgress(force: false)
@@ -238,11 +239,12 @@ struct DecodeLoop {
         let origin = video.timeBase.rescale(videoOrigin, to: packet.timeBase)
         shift(packet, by: origin)
         guard packet.pts == noTimestamp || packet.pts >= 0 else { return }
-        audio?.prepare(packet)
-        browserAudio?.write(packet)
-        for pipeline in pipelines {
-            guard let reference = try? packet.reference() else { continue }
-            pipeline.submit(.audio(reference))
+        for prepared in audio?.packets(for: packet) ?? [] {
+            browserAudio?.write(prepared)
+            for pipeline in pipelines {
+                guard let reference = try? prepared.reference() else { continue }
+                pipeline.submit(.audio(reference))
+            }
         }
     }
 

@@ -109,7 +109,7 @@ public final class LadderJob {
         }
 
         var ingest = DecodeLoop(
-            source: source, video: video, audio: audio, decoder: decoder, pipelines: pipelines,
+            source: source, video: video, audio: audio.map(SessionAudio.init(track:)), decoder: decoder, pipelines: pipelines,
             grid: plan.grid, clock: clock, started: started, progress: progress, cancellation: cancellation, isLive: isLiveInput, logger: logger)
         do {
             try ingest.run()

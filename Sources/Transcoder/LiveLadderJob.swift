@@ -377,9 +377,23 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
                 withShared { $0.sourceFormat?.frameRate = rate }
             }
         }
+        var sessionAudio: SessionAudio?
         if pipelines.isEmpty {
             try setUp(video: video, audio: sourceAudio)
+            sessionAudio = audioTrack.map(SessionAudio.init(track:))
         } else {
+            let (audio, fit) = SessionAudio.fit(sourceAudio, to: audioTrack)
+            sessionAudio = audio
+            switch fit {
+            case let .reencoded(from, to):
+                addEvent("audioReencoded", "the publisher's audio is \(from); it is encoded again as the job's \(to)")
+                logger.notice("resumed publisher's audio encoded again in the job's format", metadata: ["from": "\(from)", "to": "\(to)"])
+            case let .leftOut(reason):
+                addEvent("audioLeftOut", "the publisher's audio is left out: \(reason)")
+                logger.warning("resumed publisher's audio left out: \(reason)")
+            case .asIs, nil:
+                break
+            }
             grid?.forceNextKeyframe()
             if source.startsNewTimeline {
                 // The publisher's timestamps jumped: each variant's HLS starts a new timeline segment.
@@ -388,12 +402,6 @@ public final class LiveLadderJob: SheddableJob, @unchecked Sendable {
             if passthroughTop, video.parameters.extradata != topExtradata, let top = pipelines.first(where: \.isPassthrough) {
                 top.submit(.changeFormat(try video.parameters.copy(), timeBase: video.timeBase, time: timelineEnd))
                 topExtradata = video.parameters.extradata
-            }
-        }
-        // Audio continues only in the format the outputs were opened with.
-        let sessionAudio = sourceAudio.flatMap { stream in
-            audioTrack.flatMap { track in
-                stream.parameters.sampleRate == track.parameters.sampleRate && stream.parameters.channelCount == track.parameters.channelCount ? track : nil
             }
         }
         let decoder = try VideoDecoder(stream: video, threads: decoderThreads, maximumPixels: maximumDecodedPixels, lowDelay: true)

@@ -1,33 +1,64 @@
 import CFFmpeg
 import MediaCore
 
-/// The publisher's audio as Opus for browsers (RFC 7587): decoded with libavcodec, resampled to
-/// 48 kHz stereo with libswresample, and encoded by libopus in 20 ms packets. One per job, so
-/// every WebRTC viewer of the job shares its packets.
+/// A publisher's audio encoded again: decoded with libavcodec, resampled with libswresample and
+/// encoded in whole frames of the target's. Two targets:
+/// - `opus`: 48 kHz stereo Opus in 20 ms packets for browsers (RFC 7587), one per job, so every
+///   WebRTC viewer of the job shares its packets;
+/// - `aac`: AAC-LC in a job's own rate and channels, for a publisher who came back with another
+///   (a phone at 44.1 kHz mono after a desktop at 48 kHz stereo): the job's outputs were opened
+///   with the first publisher's format, and their players keep it.
 ///
 /// Confined to the job's ingest thread.
-public final class OpusEncoder {
-    /// One Opus packet and its presentation time in 48 kHz ticks on the input's timeline.
+public final class AudioReencoder {
+    /// One encoded packet and its presentation time in ticks of the target's rate, on the
+    /// input's timeline.
     public struct Output {
         public var bytes: [UInt8]
         public var ticks: Int64
     }
 
-    public static let sampleRate = 48000
-    /// 20 ms: what browsers send and expect (`ptime` unset).
-    public static let frameSamples = 960
-    static let channels = 2
+    /// What to encode to.
+    public struct Target: Sendable, Equatable {
+        /// libavcodec's encoder name.
+        public var encoder: String
+        public var sampleRate: Int
+        public var channels: Int
+        public var bitRate: Int
+        /// The encoder takes planar samples (libavcodec's AAC) rather than interleaved (libopus).
+        var planar: Bool
+        var options: [String: String]
 
+        /// What browsers send and expect (`ptime` unset): 48 kHz stereo in 20 ms packets.
+        public static func opus(bitRate: Int = 64_000) -> Target {
+            // Low delay over music-grade lookahead; in-band FEC lets a browser hide a lost packet.
+            // Constrained VBR: libopus's unconstrained VBR spent 86 kbit/s on a tone asked for 64,
+            // a third more on a link whose rungs are counted to the kilobit (a 240p rung is 250 kbit/s).
+            Target(encoder: "libopus", sampleRate: opusSampleRate, channels: 2, bitRate: bitRate, planar: false,
+                   options: ["application": "lowdelay", "frame_duration": "20", "fec": "1", "packet_loss": "5", "vbr": "constrained"])
+        }
+
+        /// AAC-LC (libavcodec's own encoder) at `sampleRate` with `channels`.
+        public static func aac(sampleRate: Int, channels: Int, bitRate: Int) -> Target {
+            Target(encoder: "aac", sampleRate: sampleRate, channels: channels, bitRate: bitRate, planar: true, options: [:])
+        }
+    }
+
+    public static let opusSampleRate = 48000
+
+    public let target: Target
     private var decoder: UnsafeMutablePointer<AVCodecContext>?
     private var encoder: UnsafeMutablePointer<AVCodecContext>?
     private var resampler: OpaquePointer?
+    /// Samples per channel in each frame the encoder takes (960 for 20 ms of Opus, 1024 for AAC).
+    public let frameSamples: Int
     /// The time base of the packets being decoded now: each packet carries its own (a publisher
     /// that came back over another protocol has another), and decoded frames keep the packet's.
     private var inputTimeBase: Rational
     private let decoded: Frame
     private let encoderFrame: Frame
     private let packetScratch: Packet
-    /// Interleaved float samples waiting for a whole Opus frame, and the 48 kHz time of the first.
+    /// Interleaved float samples waiting for a whole frame, and the target-rate time of the first.
     private var waiting: [Float] = []
     private var waitingStart: Int64?
     /// Input packets libavcodec could not decode (a damaged publisher frame costs only itself).
@@ -36,7 +67,8 @@ public final class OpusEncoder {
     /// - Parameters:
     ///   - parameters: the publisher's audio (AAC, MP3, anything libavcodec decodes).
     ///   - timeBase: its packets' timestamps.
-    public init(parameters: CodecParameters, timeBase: Rational, bitRate: Int = 64_000) throws(FFmpegError) {
+    public init(parameters: CodecParameters, timeBase: Rational, target: Target) throws(FFmpegError) {
+        self.target = target
         inputTimeBase = timeBase
         decoded = try Frame()
         encoderFrame = try Frame()
@@ -51,27 +83,21 @@ public final class OpusEncoder {
         decoder.pointee.pkt_timebase = timeBase.av
         try check(avcodec_open2(decoder, decoderCodec, nil), "cannot open the \(codecName) audio decoder")
 
-        guard let opus = avcodec_find_encoder_by_name("libopus") else {
-            throw FFmpegError(operation: "avcodec_find_encoder_by_name", message: "this FFmpeg has no libopus encoder")
+        guard let codec = avcodec_find_encoder_by_name(target.encoder) else {
+            throw FFmpegError(operation: "avcodec_find_encoder_by_name", message: "this FFmpeg has no \(target.encoder) encoder")
         }
-        encoder = avcodec_alloc_context3(opus)
+        encoder = avcodec_alloc_context3(codec)
         guard let encoder else { throw FFmpegError(operation: "avcodec_alloc_context3", message: "out of memory") }
-        encoder.pointee.sample_rate = Int32(Self.sampleRate)
-        encoder.pointee.sample_fmt = AV_SAMPLE_FMT_FLT
-        av_channel_layout_default(&encoder.pointee.ch_layout, Int32(Self.channels))
-        encoder.pointee.bit_rate = Int64(bitRate)
-        encoder.pointee.time_base = AVRational(num: 1, den: Int32(Self.sampleRate))
+        encoder.pointee.sample_rate = Int32(target.sampleRate)
+        encoder.pointee.sample_fmt = target.planar ? AV_SAMPLE_FMT_FLTP : AV_SAMPLE_FMT_FLT
+        av_channel_layout_default(&encoder.pointee.ch_layout, Int32(target.channels))
+        encoder.pointee.bit_rate = Int64(target.bitRate)
+        encoder.pointee.time_base = AVRational(num: 1, den: Int32(target.sampleRate))
         var options: OpaquePointer? = nil
         defer { av_dict_free(&options) }
-        // Low delay over music-grade lookahead; in-band FEC lets a browser hide a lost packet.
-        av_dict_set(&options, "application", "lowdelay", 0)
-        av_dict_set(&options, "frame_duration", "20", 0)
-        av_dict_set(&options, "fec", "1", 0)
-        av_dict_set(&options, "packet_loss", "5", 0)
-        // Constrained VBR: libopus's unconstrained VBR spent 86 kbit/s on a tone asked for 64, a
-        // third more on a link whose rungs are counted to the kilobit (a 240p rung is 250 kbit/s).
-        av_dict_set(&options, "vbr", "constrained", 0)
-        try check(avcodec_open2(encoder, opus, &options), "cannot open libopus")
+        for (key, value) in target.options { av_dict_set(&options, key, value, 0) }
+        try check(avcodec_open2(encoder, codec, &options), "cannot open \(target.encoder) at \(target.sampleRate) Hz, \(target.channels) channels")
+        frameSamples = Int(encoder.pointee.frame_size > 0 ? encoder.pointee.frame_size : 1024)
     }
 
     deinit {
@@ -80,7 +106,7 @@ public final class OpusEncoder {
         avcodec_free_context(&encoder)
     }
 
-    /// Encodes what `packet` carries; returns the Opus packets now complete (none, one or a few).
+    /// Encodes what `packet` carries; returns the packets now complete (none, one or a few).
     /// A packet that does not decode is counted and skipped.
     public func encode(_ packet: Packet) -> [Output] {
         inputTimeBase = packet.timeBase
@@ -108,14 +134,14 @@ public final class OpusEncoder {
     private func append(_ frame: Frame) throws(FFmpegError) {
         let input = frame.pointer
         let pts = input.pointee.best_effort_timestamp != cffmpeg_nopts_value() ? input.pointee.best_effort_timestamp : input.pointee.pts
-        let ticks = pts == cffmpeg_nopts_value() ? nil : Optional(inputTimeBase.rescale(pts, to: Rational(1, Int32(Self.sampleRate))))
+        let ticks = pts == cffmpeg_nopts_value() ? nil : Optional(inputTimeBase.rescale(pts, to: Rational(1, Int32(target.sampleRate))))
         if resampler == nil || input.pointee.sample_rate != resamplerInputRate || input.pointee.format != resamplerInputFormat
             || input.pointee.ch_layout.nb_channels != resamplerInputChannels {
             try makeResampler(for: frame)
         }
         if let ticks {
-            let expected = waitingStart.map { $0 + Int64(waiting.count / Self.channels) }
-            if expected == nil || abs(ticks - expected!) > Int64(Self.sampleRate / 10) {
+            let expected = waitingStart.map { $0 + Int64(waiting.count / target.channels) }
+            if expected == nil || abs(ticks - expected!) > Int64(target.sampleRate / 10) {
                 waiting.removeAll(keepingCapacity: true)
                 waitingStart = ticks
             }
@@ -123,7 +149,7 @@ public final class OpusEncoder {
         guard waitingStart != nil else { return }
         let capacity = Int(swr_get_out_samples(resampler, input.pointee.nb_samples))
         guard capacity > 0 else { return }
-        var converted = [Float](repeating: 0, count: capacity * Self.channels)
+        var converted = [Float](repeating: 0, count: capacity * target.channels)
         let written: Int32 = converted.withUnsafeMutableBytes { raw in
             var out: UnsafeMutablePointer<UInt8>? = raw.baseAddress?.assumingMemoryBound(to: UInt8.self)
             return input.pointee.extended_data.withMemoryRebound(to: UnsafePointer<UInt8>?.self,
@@ -131,8 +157,8 @@ public final class OpusEncoder {
                 swr_convert(resampler, &out, Int32(capacity), inputData, input.pointee.nb_samples)
             }
         }
-        try check(written, "cannot resample audio to 48 kHz")
-        waiting += converted.prefix(Int(written) * Self.channels)
+        try check(written, "cannot resample audio to \(target.sampleRate) Hz")
+        waiting += converted.prefix(Int(written) * target.channels)
     }
 
     private var resamplerInputRate: Int32 = 0
@@ -143,10 +169,10 @@ public final class OpusEncoder {
         swr_free(&resampler)
         let input = frame.pointer
         var outputLayout = AVChannelLayout()
-        av_channel_layout_default(&outputLayout, Int32(Self.channels))
+        av_channel_layout_default(&outputLayout, Int32(target.channels))
         defer { av_channel_layout_uninit(&outputLayout) }
         var made: OpaquePointer?
-        try check(swr_alloc_set_opts2(&made, &outputLayout, AV_SAMPLE_FMT_FLT, Int32(Self.sampleRate),
+        try check(swr_alloc_set_opts2(&made, &outputLayout, AV_SAMPLE_FMT_FLT, Int32(target.sampleRate),
                                       &input.pointee.ch_layout, AVSampleFormat(rawValue: input.pointee.format), input.pointee.sample_rate, 0, nil),
                   "swr_alloc_set_opts2")
         resampler = made
@@ -156,24 +182,37 @@ public final class OpusEncoder {
         resamplerInputChannels = input.pointee.ch_layout.nb_channels
     }
 
-    /// Whole 20 ms frames out of `waiting`, through libopus.
+    /// Whole frames out of `waiting`, through the encoder (de-interleaved for a planar one).
     private func encodeWaiting() -> [Output] {
         var outputs: [Output] = []
-        let frameValues = Self.frameSamples * Self.channels
+        let channels = target.channels
+        let frameValues = frameSamples * channels
         while waiting.count >= frameValues, let start = waitingStart {
             let frame = encoderFrame.pointer
             av_frame_unref(frame)
-            frame.pointee.nb_samples = Int32(Self.frameSamples)
-            frame.pointee.format = AV_SAMPLE_FMT_FLT.rawValue
-            frame.pointee.sample_rate = Int32(Self.sampleRate)
-            av_channel_layout_default(&frame.pointee.ch_layout, Int32(Self.channels))
+            frame.pointee.nb_samples = Int32(frameSamples)
+            frame.pointee.format = (target.planar ? AV_SAMPLE_FMT_FLTP : AV_SAMPLE_FMT_FLT).rawValue
+            frame.pointee.sample_rate = Int32(target.sampleRate)
+            av_channel_layout_default(&frame.pointee.ch_layout, Int32(channels))
             frame.pointee.pts = start
-            guard av_frame_get_buffer(frame, 0) >= 0, let data = frame.pointee.data.0 else { break }
-            waiting.withUnsafeBytes { source in
-                data.update(from: source.baseAddress!.assumingMemoryBound(to: UInt8.self), count: frameValues * MemoryLayout<Float>.size)
+            guard av_frame_get_buffer(frame, 0) >= 0 else { break }
+            let filled: Bool = waiting.withUnsafeBufferPointer { source in
+                guard target.planar else {
+                    guard let data = frame.pointee.data.0 else { return false }
+                    data.withMemoryRebound(to: Float.self, capacity: frameValues) { $0.update(from: source.baseAddress!, count: frameValues) }
+                    return true
+                }
+                return frame.pointee.extended_data.withMemoryRebound(to: UnsafeMutablePointer<Float>?.self, capacity: channels) { planes in
+                    for channel in 0..<channels {
+                        guard let plane = planes[channel] else { return false }
+                        for index in 0..<frameSamples { plane[index] = source[index * channels + channel] }
+                    }
+                    return true
+                }
             }
+            guard filled else { break }
             waiting.removeFirst(frameValues)
-            waitingStart = start + Int64(Self.frameSamples)
+            waitingStart = start + Int64(frameSamples)
             guard avcodec_send_frame(encoder, frame) >= 0 else { continue }
             while avcodec_receive_packet(encoder, packetScratch.pointer) >= 0 {
                 let packet = packetScratch.pointer.pointee
