@@ -35,6 +35,11 @@ final class MediaSubscriber: Sendable {
     /// end it. Nil: the catch-up runs at the timeline's speed, as RTSP players take it.
     let pacedCatchUp: Int?
     static let senderReportInterval: UInt64 = 5_000_000_000
+    /// The first reports go a second apart: a receiver maps RTP time to NTP only from its second
+    /// report on (libwebrtc's `RtpToNtpEstimator` fits a line through two or more), so with 5 s
+    /// between them Chromium had no lip sync, and no playout time in `getStats`, for 6 s.
+    static let firstReportInterval: UInt64 = 1_000_000_000
+    static let firstReports = 3
 
     struct State {
         var video: RTPSequencer
@@ -49,6 +54,7 @@ final class MediaSubscriber: Sendable {
         var audioPackets: UInt32 = 0
         var audioOctets: UInt32 = 0
         var lastReport: UInt64 = 0
+        var reportsSent = 0
         /// NTP time (Unix seconds) of media time zero, fixed at the first picture sent. Sender reports
         /// map RTP time to NTP along the media timeline, not the wall clock: a publisher's
         /// interruption pauses the timeline, and a report that counted it would make players jump.
@@ -416,8 +422,10 @@ final class MediaSubscriber: Sendable {
     private func reportIfDue(ticks: Int64) {
         let now = transport.clock.nanoseconds
         let reports: [(RTCPPacket, Int)] = state.withLock { state in
-            guard let epoch = state.epoch, now - state.lastReport >= Self.senderReportInterval else { return [] }
+            let interval = state.reportsSent < Self.firstReports ? Self.firstReportInterval : Self.senderReportInterval
+            guard let epoch = state.epoch, now - state.lastReport >= interval else { return [] }
             state.lastReport = now
+            state.reportsSent += 1
             let mediaTime = Double(ticks) / 90000
             let ntp = RTCPPacket.ntpTimestamp(unixSeconds: epoch + mediaTime)
             var reports: [(RTCPPacket, Int)] = [(.senderReport(

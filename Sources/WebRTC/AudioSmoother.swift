@@ -9,24 +9,30 @@ import DequeModule
 ///
 /// A packet's lateness is its arrival less its media time (its RTP timestamp at the clock rate);
 /// the least over the last `window` seconds is how early audio can arrive. A burst is the
-/// packets that arrive together (within `together`), and its spread the media time it covers
+/// packets that arrive together: within `together` of the one before, or faster than half real
+/// time after it (the node encodes a burst's packets one by one, so a 0.3 s burst of MPEG-TS
+/// audio reaches the pacer over several milliseconds); its spread is the media time it covers
 /// less one packet's. Each packet is due at its media time plus the least lateness plus the
-/// widest spread of the bursts before it in the window: the first packet of a burst leaves at
-/// once, the last the spread later, and a steady publisher's audio is not held at all. A burst
-/// that covers more than `maximumSpread` is a new viewer's cached audio, not the publisher's
-/// cadence: it sets no spread, and (with none before it) leaves at once.
+/// widest spread of the bursts in the window, the one arriving included: the first packet of a
+/// burst leaves at once, the last the spread later, and a steady publisher's audio is not held
+/// at all. A burst that covers more than `maximumSpread` is a stall's backlog, not the
+/// publisher's cadence: it sets no spread, and what it brings past that leaves at once.
 ///
 /// Pure: the caller says what time it is.
 public struct AudioSmoother: Sendable {
     public static let window = 2.0
-    public static let maximumSpread = 0.2
+    /// libavformat's MPEG-TS muxer (ffmpeg and OBS over SRT) gathers audio into a PES packet
+    /// until it holds 2,930 bytes or 0.35 s: 0.3 s bursts of 64 kbit/s AAC. Under 0.2 s here,
+    /// those left unspread, and Chromium held 200-240 ms of audio (and lip sync the video with it).
+    public static let maximumSpread = 0.4
     static let together = 0.002
 
     private let clockRate: Double
     private var latenesses = Deque<(time: Double, lateness: Double)>()
     private var spreads = Deque<(time: Double, spread: Double)>()
-    /// The burst arriving now: when it began, and the least and most media time in it.
-    private var burst: (time: Double, first: Double, last: Double)?
+    /// The burst arriving now: when it began, when its latest packet came, and the least and
+    /// most media time in it.
+    private var burst: (time: Double, arrived: Double, first: Double, last: Double)?
     private var lastTimestamp: UInt32?
     private var unwrapped: Int64 = 0
 
@@ -49,17 +55,22 @@ public struct AudioSmoother: Sendable {
             spreads.removeAll()
             burst = nil
         }
-        if let current = burst, now - current.time <= Self.together {
-            burst = (current.time, min(current.first, media), max(current.last, media))
+        if let current = burst, now - current.arrived <= Self.together || now - current.arrived < (media - current.last) / 2 {
+            burst = (current.time, now, min(current.first, media), max(current.last, media))
         } else {
             if let ended = burst, ended.last - ended.first <= Self.maximumSpread { spreads.append((ended.time, ended.last - ended.first)) }
-            burst = (now, media, media)
+            burst = (now, now, media, media)
         }
         latenesses.append((now, lateness))
         while let first = latenesses.first, now - first.time > Self.window { latenesses.removeFirst() }
         while let first = spreads.first, now - first.time > Self.window { spreads.removeFirst() }
         let least = latenesses.reduce(Double.infinity) { min($0, $1.lateness) }
-        let spread = spreads.reduce(0) { max($0, $1.spread) }
+        // The burst arriving counts too, so the first is spread as it comes (left unspread, it
+        // taught Chromium's audio jitter buffer a delay it took ten seconds to unlearn). One
+        // past `maximumSpread` is a stall's backlog: what it brings leaves at once.
+        let arriving = burst.map { $0.last - $0.first } ?? 0
+        guard arriving <= Self.maximumSpread else { return now }
+        let spread = spreads.reduce(arriving) { max($0, $1.spread) }
         return media + least + spread
     }
 }
