@@ -218,50 +218,6 @@ func probePackets(_ url: String, transport: String = "tcp", seconds: Int) throws
         #expect(playlist.hasSuffix("#EXT-X-ENDLIST\n"))
     }
 
-    /// A publisher who comes back with other audio (44.1 kHz mono after the job opened its
-    /// outputs with 48 kHz stereo, as a phone after a desktop encoder): every rung's HLS keeps
-    /// the job's format, so the new audio is encoded again into it, and the job says so. Before,
-    /// the rest of the job was silent and nothing said why.
-    @Test func aPublisherWhoComesBackWithOtherAudioKeepsTheJobsSound() throws {
-        let work = try ScratchFolder("other-audio")
-        let phone = work.url.appendingPathComponent("phone.mp4").path
-        let made = try runProcess("ffmpeg", ["-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30:duration=4",
-                                             "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=44100:duration=4",
-                                             "-c:v", "libx264", "-preset", "veryfast", "-bf", "0", "-g", "60", "-b:v", "1500k",
-                                             "-c:a", "aac", "-ac", "1", "-ar", "44100", phone])
-        try #require(made.status == 0, "\(made.stderr)")
-        let node = try LiveTestNode(grace: 4)
-        let first = try FFmpegPublisher(url: node.publishURL("live/stream1_1"), transport: "tcp", seconds: 30)
-        try #require(node.waitUntilPlayable(["live/stream1_2"]), "\(first.errorText)")
-        Thread.sleep(forTimeInterval: 3)
-        first.stop()
-        #expect(waitUntil(timeout: 10) { node.node.job("live/stream1")?.state == .interrupted })
-        let second = try FFmpegPublisher(url: node.publishURL("live/stream1_1"), transport: "tcp", seconds: 7, input: phone)
-        #expect(waitForExit(second.process, timeout: 30), "the second publisher did not finish")
-        let job = try #require(node.node.job("live/stream1"))
-        #expect(job.waitUntilEnded(timeout: 20), "the job did not end after grace")
-        #expect(job.events.contains { $0.kind == "audioReencoded" && $0.detail.contains("44100 Hz mono") && $0.detail.contains("48000 Hz stereo") },
-                "\(job.events.map { "\($0.kind): \($0.detail)" })")
-
-        let folder = node.hls("stream1_2")
-        let playlist = try PlaylistChecker.media(String(contentsOf: folder.appendingPathComponent("index.m3u8"), encoding: .utf8))
-        // The second publisher's whole segments (the last may be short): sound in the job's format.
-        let resumed = playlist.segments.dropLast().suffix(2)
-        #expect(resumed.count == 2, "\(playlist.segments.map(\.uri))")
-        for segment in resumed {
-            let file = work.url.appendingPathComponent("segment.mp4")
-            try (Data(contentsOf: folder.appendingPathComponent(segment.map ?? "init.mp4")) + Data(contentsOf: folder.appendingPathComponent(segment.uri))).write(to: file)
-            let audio = try runProcess("ffprobe", ["-v", "error", "-select_streams", "a", "-show_entries", "stream=sample_rate,channels:packet=pts_time",
-                                                   "-of", "csv=p=0", file.path])
-            let lines = audio.stdout.split(separator: "\n")
-            #expect(lines.contains("48000,2"), "\(segment.uri): \(lines.suffix(3))")
-            // About 47 AAC frames a second at 48 kHz, for each second of the segment.
-            #expect(Double(lines.count - 1) >= segment.duration * 40, "\(segment.uri): \(lines.count - 1) audio packets in \(segment.duration) s")
-            let decoded = try runProcess("ffmpeg", ["-hide_banner", "-v", "error", "-i", file.path, "-map", "0:a", "-f", "null", "-"])
-            #expect(decoded.status == 0 && decoded.stderr.isEmpty, "\(segment.uri): \(decoded.stderr.prefix(300))")
-        }
-    }
-
     /// rtspclientsink sends AAC as RFC 6416 MP4A-LATM (its StreamMuxConfig in the SDP), not as
     /// mpeg4-generic: the node takes both, so a GStreamer publisher's sound reaches every rung.
     @Test func gstreamerPublishesVideoAndLATMAudioToAJobAndPlaysAVariant() throws {
@@ -522,4 +478,51 @@ func segmentStarts(_ folder: URL) throws -> [String: Double] {
         }
     }
     return starts
+}
+
+/// What a publisher who comes back within grace brings with it, beside its pictures.
+@Suite(.serialized) struct ResumedPublisherAudioTests {
+    /// A publisher who comes back with other audio (44.1 kHz mono after the job opened its
+    /// outputs with 48 kHz stereo, as a phone after a desktop encoder): every rung's HLS keeps
+    /// the job's format, so the new audio is encoded again into it, and the job says so. Before,
+    /// the rest of the job was silent and nothing said why.
+    @Test func aPublisherWhoComesBackWithOtherAudioKeepsTheJobsSound() throws {
+        let work = try ScratchFolder("other-audio")
+        let phone = work.url.appendingPathComponent("phone.mp4").path
+        let made = try runProcess("ffmpeg", ["-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30:duration=4",
+                                             "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=44100:duration=4",
+                                             "-c:v", "libx264", "-preset", "veryfast", "-bf", "0", "-g", "60", "-b:v", "1500k",
+                                             "-c:a", "aac", "-ac", "1", "-ar", "44100", phone])
+        try #require(made.status == 0, "\(made.stderr)")
+        let node = try LiveTestNode(grace: 2)
+        let first = try FFmpegPublisher(url: node.publishURL("live/stream1_1"), transport: "tcp", seconds: 30)
+        try #require(node.waitUntilPlayable(["live/stream1_2"]), "\(first.errorText)")
+        Thread.sleep(forTimeInterval: 1)
+        first.stop()
+        #expect(waitUntil(timeout: 10) { node.node.job("live/stream1")?.state == .interrupted })
+        let second = try FFmpegPublisher(url: node.publishURL("live/stream1_1"), transport: "tcp", seconds: 7, input: phone)
+        #expect(waitForExit(second.process, timeout: 30), "the second publisher did not finish")
+        let job = try #require(node.node.job("live/stream1"))
+        #expect(job.waitUntilEnded(timeout: 20), "the job did not end after grace")
+        #expect(job.events.contains { $0.kind == "audioReencoded" && $0.detail.contains("44100 Hz mono") && $0.detail.contains("48000 Hz stereo") },
+                "\(job.events.map { "\($0.kind): \($0.detail)" })")
+
+        let folder = node.hls("stream1_2")
+        let playlist = try PlaylistChecker.media(String(contentsOf: folder.appendingPathComponent("index.m3u8"), encoding: .utf8))
+        // The second publisher's whole segments (the last may be short): sound in the job's format.
+        let resumed = playlist.segments.dropLast().suffix(2)
+        #expect(resumed.count == 2, "\(playlist.segments.map(\.uri))")
+        for segment in resumed {
+            let file = work.url.appendingPathComponent("segment.mp4")
+            try (Data(contentsOf: folder.appendingPathComponent(segment.map ?? "init.mp4")) + Data(contentsOf: folder.appendingPathComponent(segment.uri))).write(to: file)
+            let audio = try runProcess("ffprobe", ["-v", "error", "-select_streams", "a", "-show_entries", "stream=sample_rate,channels:packet=pts_time",
+                                                   "-of", "csv=p=0", file.path])
+            let lines = audio.stdout.split(separator: "\n")
+            #expect(lines.contains("48000,2"), "\(segment.uri): \(lines.suffix(3))")
+            // About 47 AAC frames a second at 48 kHz, for each second of the segment.
+            #expect(Double(lines.count - 1) >= segment.duration * 40, "\(segment.uri): \(lines.count - 1) audio packets in \(segment.duration) s")
+            let decoded = try runProcess("ffmpeg", ["-hide_banner", "-v", "error", "-i", file.path, "-map", "0:a", "-f", "null", "-"])
+            #expect(decoded.status == 0 && decoded.stderr.isEmpty, "\(segment.uri): \(decoded.stderr.prefix(300))")
+        }
+    }
 }
