@@ -12,8 +12,9 @@ public protocol MediaSink: AnyObject, Sendable {
     func writeVideo(_ nalUnits: [[UInt8]], time: MediaTime, isKeyframe: Bool)
     /// One raw AAC access unit at its presentation time.
     func writeAudio(_ frame: [UInt8], time: MediaTime)
-    /// One Opus packet (20 ms at 48 kHz, for browsers) made from the same audio, at its presentation time.
-    func writeOpus(_ packet: [UInt8], time: MediaTime)
+    /// One Opus packet (20 ms at 48 kHz, for browsers) made from the same audio, at its
+    /// presentation time, and the same 20 ms in the light rendition (`BrowserAudioRendition`).
+    func writeOpus(_ packet: [UInt8], light: [UInt8]?, time: MediaTime)
     /// The ladder's current bandwidth hints for this variant (declared, measured, switch thresholds).
     func setBandwidthHints(_ hint: BandwidthHints.VariantHint, keyframeInterval: Double)
     /// A notification from the publisher (`SET_PARAMETER publisherBackground`, say).
@@ -36,7 +37,7 @@ extension MediaSink {
     public func setBandwidthHints(_ hint: BandwidthHints.VariantHint, keyframeInterval: Double) {}
     public func receiveNotification(name: String, value: String) {}
     public func timelineRestarted() {}
-    public func writeOpus(_ packet: [UInt8], time: MediaTime) {}
+    public func writeOpus(_ packet: [UInt8], light: [UInt8]?, time: MediaTime) {}
     public func refusal(of format: VideoFormat) -> String? { nil }
     public func setKeyframeSource(_ request: @escaping @Sendable (_ after: MediaTime) -> Void) {}
 }

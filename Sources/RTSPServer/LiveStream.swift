@@ -193,17 +193,20 @@ public final class LiveStream: MediaSink {
         for subscriber in subscribers where subscriber.audioFeed == .aac { subscriber.sendAudio(payload, ticks: ticks, from: self) }
     }
 
-    /// Writes one Opus packet (RFC 7587: the packet is the RTP payload, on a 48 kHz clock). The
-    /// job encodes once and writes the same packet to each rung, so a browser keeps its audio
-    /// across a switch.
-    public func writeOpus(_ packet: [UInt8], time: MediaTime) {
+    /// Writes one Opus packet (RFC 7587: the packet is the RTP payload, on a 48 kHz clock), and
+    /// its light rendition. The job encodes once and writes the same packets to each rung, so a
+    /// browser keeps its audio across a switch; each player takes the rendition it is given.
+    public func writeOpus(_ packet: [UInt8], light: [UInt8]?, time: MediaTime) {
         let payload = ByteBuffer(bytes: packet)
+        let lightPayload = light.map { ByteBuffer(bytes: $0) }
         let ticks = time.ticks(in: Rational(1, 48000))
         let subscribers: [MediaSubscriber] = state.withLock { state in
             state.carriesOpus = true
             return state.subscribers.values.filter { $0.audioFeed == .opus }
         }
-        for subscriber in subscribers { subscriber.sendAudio(payload, ticks: ticks, from: self) }
+        for subscriber in subscribers {
+            subscriber.sendAudio(subscriber.audioRendition == .light ? lightPayload ?? payload : payload, ticks: ticks, from: self)
+        }
     }
 
     /// SDP carries: `b=AS` (kbit/s) and `b=TIAS` (bit/s) of the measured peak, declared until

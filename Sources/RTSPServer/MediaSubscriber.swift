@@ -1,5 +1,6 @@
 import DequeModule
 import Dispatch
+import MediaCore
 import NIOCore
 import RTSP
 import Synchronization
@@ -26,6 +27,13 @@ final class MediaSubscriber: Sendable {
     /// Which of its stream's audio the player takes: AAC (RTSP) or Opus (browsers).
     let audioFeed: AudioFeed
     enum AudioFeed { case aac, opus }
+    /// Which of the job's Opus renditions a browser player gets (`BrowserAudioChoice`): read at
+    /// each packet, so a change takes effect at the next 20 ms.
+    private let lightAudio = Atomic<Bool>(false)
+    var audioRendition: BrowserAudioRendition {
+        get { lightAudio.load(ordering: .relaxed) ? .light : .full }
+        set { lightAudio.store(newValue == .light, ordering: .relaxed) }
+    }
 
     /// Backlog past which this player skips to the next IDR.
     let maximumBacklog: Int

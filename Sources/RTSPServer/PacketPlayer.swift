@@ -110,6 +110,8 @@ public final class PacketPlayer: Sendable {
     public var switches: Int { adaptation.withLock { $0 }?.switches ?? 0 }
     public var isAdaptive: Bool { adaptation.withLock { $0 } != nil }
     public var estimate: Double? { adaptation.withLock { $0 }?.estimate }
+    /// Which of the job's Opus renditions it gets (its adaptation chooses, `BrowserAudioChoice`).
+    public var audioRendition: BrowserAudioRendition { subscriber.audioRendition }
 
     /// Stops delivery (the viewer left).
     public func stop() {

@@ -49,6 +49,8 @@ final class PlayerAdaptation: Sendable {
         var awaitingLanding = false
         /// The latest sample's backlog (seconds): a datagram player's probe holds off while it is high.
         var lastBacklog = 0.0
+        /// A browser player's Opus rendition.
+        var audio = BrowserAudioChoice()
     }
 
     /// One move of a player, for events and metrics.
@@ -185,8 +187,9 @@ final class PlayerAdaptation: Sendable {
     }
 
     private func decide(rungs: [SwitchingPolicy.Rung], current: SwitchingPolicy.Rung, sample: (inout State) -> SwitchingPolicy.Sample) {
-        let (decision, probeSeconds): (SwitchingPolicy.Decision, Double) = state.withLock { state in
-            guard !state.stopped else { return (.stay, 0) }
+        let audioCost = transport.linkCost.besides
+        let (decision, probeSeconds, audio): (SwitchingPolicy.Decision, Double, BrowserAudioRendition?) = state.withLock { state in
+            guard !state.stopped else { return (.stay, 0, nil) }
             let sample = sample(&state)
             state.lastBacklog = sample.backlogSeconds
             if state.policy == nil { state.policy = SwitchingPolicy(rungs: rungs, startingAt: current.level) }
@@ -206,7 +209,21 @@ final class PlayerAdaptation: Sendable {
                                                        "loss": "\(sample.lossFraction)", "decision": "\(decision)"])
             }
             if case .switchTo = decision { state.awaitingLanding = true }
-            return (decision, state.policy!.probeDuration)
+            var audio: BrowserAudioRendition?
+            if subscriber.audioFeed == .opus, subscriber.hasAudio, let lowest = rungs.max(by: { $0.level < $1.level }) {
+                var level = current.level
+                if case let .switchTo(target, _, _) = decision { level = target }
+                let before = state.audio.rendition
+                // The rungs carry the audio measured so far; the choice weighs the full audio itself.
+                let after = state.audio.update(onLowestRung: level == lowest.level, estimate: sample.estimate,
+                                               lowestVideoOnTheWire: Double(lowest.bitRate) - audioCost, at: sample.time)
+                if after != before { audio = after }
+            }
+            return (decision, state.policy!.probeDuration, audio)
+        }
+        if let audio {
+            subscriber.audioRendition = audio
+            logger.info("player's audio changes rendition", metadata: ["rendition": "\(audio)", "level": "\(current.level)"])
         }
         switch decision {
         case .stay:

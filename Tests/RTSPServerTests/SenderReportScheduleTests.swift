@@ -51,3 +51,40 @@ import Testing
         player.stop()
     }
 }
+
+/// A browser player takes the Opus rendition it is given, from the next packet on, on its one
+/// audio SSRC with its timestamps going on.
+@Suite struct BrowserAudioRenditionTests {
+    final class AudioSink: PacketSink, @unchecked Sendable {
+        let eventLoop: EventLoop = EmbeddedEventLoop()
+        private let lock = NSLock()
+        private var packets: [RTPPacket] = []
+        func send(_ packets: [RTPPacket], track: Int) {
+            guard track == 1 else { return }
+            lock.withLock { self.packets += packets }
+        }
+        func send(_ rtcp: RTCPPacket, track: Int) {}
+        func close() {}
+        func sendPadding(bytes: Int) {}
+        var pendingBytes: Int { 0 }
+        var audio: [RTPPacket] { lock.withLock { packets } }
+    }
+
+    @Test func aPlayerTakesTheRenditionItIsGivenAtTheNextPacket() {
+        let sink = AudioSink()
+        let stream = LiveStream(path: "live/au_1")
+        let player = PacketPlayer(sink: sink, opusAudio: true, onEnd: {})
+        player.play(stream)
+        stream.writeVideo([[0x65, 1, 2, 3]], time: MediaTime(ticks: 0, timeBase: Rational(1, 90000)), isKeyframe: true)
+        for index in 0..<10 {
+            if index == 5 { player.subscriber.audioRendition = .light }
+            stream.writeOpus([0xFC, UInt8(index)], light: [0x0C, UInt8(index)], time: MediaTime(ticks: Int64(index) * 960, timeBase: Rational(1, 48000)))
+        }
+        let audio = sink.audio
+        #expect(audio.map { Array($0.payload.readableBytesView)[0] } == [UInt8](repeating: 0xFC, count: 5) + [UInt8](repeating: 0x0C, count: 5))
+        #expect(Set(audio.map(\.ssrc)).count == 1)
+        #expect(zip(audio, audio.dropFirst()).allSatisfy { $1.timestamp &- $0.timestamp == 960 && $1.sequenceNumber &- $0.sequenceNumber == 1 })
+        #expect(player.audioRendition == .light)
+        player.stop()
+    }
+}
