@@ -237,6 +237,9 @@ public final class ControlPlane: Sendable {
             /// WebRTC viewers: the least playout delay the node asks the browser for, so that its
             /// rung's keyframes cross the link without a freeze (0 where they cross in time).
             public var playoutDelayMs: Int?
+            /// WebRTC viewers: the Opus rendition they get, `full` or `light` (on the lowest rung
+            /// of a link that cannot carry it with the full audio).
+            public var audio: String?
         }
 
         public var streamGuid: String
@@ -311,7 +314,7 @@ public final class ControlPlane: Sendable {
                                abrLevel: $0.level, adaptive: $0.adaptive, estimateBitRate: $0.estimate.map { Int($0) }, switches: $0.switches,
                                transport: "webrtc", address: $0.peer, roundTripMs: $0.roundTrip.map { ($0 * 10_000).rounded() / 10 },
                                lossPercent: $0.fractionLost.map { ($0 * 1000).rounded() / 10 }, nacks: $0.nacks, retransmissions: $0.retransmissions,
-                               playoutDelayMs: $0.playoutDelay.map { Int(($0 * 1000).rounded()) })
+                               playoutDelayMs: $0.playoutDelay.map { Int(($0 * 1000).rounded()) }, audio: $0.audio.map { "\($0)" })
         }
         return JobView(streamGuid: ladder.streamGuid, state: status?.state.rawValue ?? "provisioned", publisher: publisher, players: players,
                        droppedAtIngest: status?.droppedAtIngest ?? 0, notificationsRefused: status?.notificationsRefused ?? 0, hlsMaster: layout.liveURLPath(),

@@ -37,6 +37,8 @@ public final class WebRTCViewer: Sendable {
         public var estimate: Double?
         /// The least playout delay asked of the browser (s; nil: it did not offer the extension).
         public var playoutDelay: Double?
+        /// The job's Opus rendition it gets (nil: no audio), `BrowserAudioRendition`.
+        public var audio: BrowserAudioRendition?
     }
 
     let id: String
@@ -704,7 +706,8 @@ public final class WebRTCViewer: Sendable {
                    bytesSent: state.bytesSent, nacks: state.nacks, retransmissions: state.retransmissions,
                    retransmissionsDeclined: state.retransmissionsDeclined, roundTrip: state.roundTrip, fractionLost: state.fractionLost, pictureLossIndications: state.pictureLossIndications,
                    receiverEstimate: state.receiverEstimate, level: state.player?.level, adaptive: state.player?.isAdaptive ?? false, switches: state.player?.switches ?? 0,
-                   estimate: state.player?.estimate, playoutDelay: answer.playoutDelayExtension == nil ? nil : state.playoutDelay.minimum)
+                   estimate: state.player?.estimate, playoutDelay: answer.playoutDelayExtension == nil ? nil : state.playoutDelay.minimum,
+                   audio: answer.audioPayloadType == nil ? nil : state.player?.audioRendition)
         }
     }
 }

@@ -86,6 +86,7 @@ import TestSupport
         let viewer = players.first { $0["transport"] as? String == "webrtc" }
         #expect(viewer?["requested"] as? String == "live/stream1_2", "\(players)")
         #expect(viewer?["adaptive"] as? Bool == true, "\(players)")
+        #expect(viewer?["audio"] as? String == "full", "a link with room gets the full audio: \(players)")
         #expect([2, 3].contains(viewer?["abrLevel"] as? Int ?? 0), "\(players)")
         #expect(node.log.contains("WebRTC viewer playing"))
         // Its close_notify ends the session at once, not after the 30 s of silence.
