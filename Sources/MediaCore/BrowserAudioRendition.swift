@@ -19,7 +19,8 @@ public enum BrowserAudioRendition: Sendable, Equatable {
 
     /// Packets a second (20 ms each).
     public static let packetsPerSecond = 50
-    /// IPv4, UDP, RTP, its header extensions and SRTP's tag, per packet.
+    /// IPv4, UDP, RTP, its header extensions and SRTP's tag (10 bytes with HMAC-SHA1-80, 16 with
+    /// AES-GCM: the larger), per packet.
     public static let packetOverhead = 20 + 8 + 12 + 8 + 16
 
     /// What the rendition costs on a viewer's link (bit/s).
