@@ -10,27 +10,9 @@ import Testing
 /// time to its clock only from its second report, and lip sync and playout times wait for it),
 /// then every five seconds; each names the same instant for video and audio.
 @Suite struct SenderReportScheduleTests {
-    final class ReportSink: PacketSink, @unchecked Sendable {
-        let eventLoop: EventLoop = EmbeddedEventLoop()
-        private let lock = NSLock()
-        private var reports: [(at: UInt64, track: Int, ntp: UInt64)] = []
-        let time: ManualClock
-        init(time: ManualClock) { self.time = time }
-        func send(_ packets: [RTPPacket], track: Int) {}
-        func send(_ rtcp: RTCPPacket, track: Int) {
-            guard case let .senderReport(_, ntp, _, _, _) = rtcp else { return }
-            let now = time.clock.nanoseconds
-            lock.withLock { reports.append((now, track, ntp)) }
-        }
-        func close() {}
-        func sendPadding(bytes: Int) {}
-        var pendingBytes: Int { 0 }
-        var sent: [(at: UInt64, track: Int, ntp: UInt64)] { lock.withLock { reports } }
-    }
-
     @Test func theFirstReportsComeASecondApartThenEveryFiveSeconds() {
         let time = ManualClock()
-        let sink = ReportSink(time: time)
+        let sink = RecordingPacketSink(clock: time.clock)
         let stream = LiveStream(path: "live/sr_1")
         let player = PacketPlayer(sink: sink, opusAudio: true, clock: time.clock, onEnd: {})
         player.play(stream)
@@ -41,13 +23,17 @@ import Testing
             stream.writeVideo([unit], time: MediaTime(ticks: Int64(index) * 3000, timeBase: Rational(1, 90000)), isKeyframe: index % 60 == 0)
             time.advance(seconds: 1.0 / 30)
         }
-        let video = sink.sent.filter { $0.track == 0 }.map { Double($0.at - start) / 1e9 }
-        let audio = sink.sent.filter { $0.track == 1 }
+        let reports = sink.reports.compactMap { report -> (at: UInt64, track: Int, ntp: UInt64)? in
+            guard case let .senderReport(_, ntp, _, _, _) = report.packet else { return nil }
+            return (report.at, report.track, ntp)
+        }
+        let video = reports.filter { $0.track == 0 }.map { Double($0.at - start) / 1e9 }
+        let audio = reports.filter { $0.track == 1 }
         #expect(video.count == 6, "\(video)")
         let gaps = zip(video, video.dropFirst()).map { ($1 - $0).rounded() }
         #expect(gaps == [1, 1, 5, 5, 5], "reports at \(video)")
         #expect(audio.count == video.count)
-        #expect(zip(sink.sent.filter { $0.track == 0 }, audio).allSatisfy { $0.ntp == $1.ntp }, "audio and video name one instant")
+        #expect(zip(reports.filter { $0.track == 0 }, audio).allSatisfy { $0.ntp == $1.ntp }, "audio and video name one instant")
         player.stop()
     }
 }
@@ -55,23 +41,8 @@ import Testing
 /// A browser player takes the Opus rendition it is given, from the next packet on, on its one
 /// audio SSRC with its timestamps going on.
 @Suite struct BrowserAudioRenditionTests {
-    final class AudioSink: PacketSink, @unchecked Sendable {
-        let eventLoop: EventLoop = EmbeddedEventLoop()
-        private let lock = NSLock()
-        private var packets: [RTPPacket] = []
-        func send(_ packets: [RTPPacket], track: Int) {
-            guard track == 1 else { return }
-            lock.withLock { self.packets += packets }
-        }
-        func send(_ rtcp: RTCPPacket, track: Int) {}
-        func close() {}
-        func sendPadding(bytes: Int) {}
-        var pendingBytes: Int { 0 }
-        var audio: [RTPPacket] { lock.withLock { packets } }
-    }
-
     @Test func aPlayerTakesTheRenditionItIsGivenAtTheNextPacket() {
-        let sink = AudioSink()
+        let sink = RecordingPacketSink()
         let stream = LiveStream(path: "live/au_1")
         let player = PacketPlayer(sink: sink, opusAudio: true, onEnd: {})
         player.play(stream)

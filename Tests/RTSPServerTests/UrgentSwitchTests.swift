@@ -12,24 +12,6 @@ import Testing
 /// stops taking the old rung past what it has had, instead of waiting up to a keyframe interval
 /// for the grid's next IDR (WebRTC viewers froze 12–14 s per two minutes of harsh links so).
 @Suite struct UrgentSwitchTests {
-    final class RecordingSink: PacketSink, @unchecked Sendable {
-        let eventLoop: EventLoop = EmbeddedEventLoop()
-        private let lock = NSLock()
-        private var pictures: [UInt32] = []
-        var pendingBytes: Int { 0 }
-        func send(_ packets: [RTPPacket], track: Int) {
-            guard track == 0, let first = packets.first else { return }
-            lock.withLock { pictures.append(first.timestamp) }
-        }
-        func send(_ rtcp: RTCPPacket, track: Int) {}
-        func close() {}
-        private var padding: [Int] = []
-        func sendPadding(bytes: Int) { lock.withLock { padding.append(bytes) } }
-        var received: Int { lock.withLock { pictures.count } }
-        var paddingSlices: Int { lock.withLock { padding.count } }
-        var paddingSent: [Int] { lock.withLock { padding } }
-    }
-
     static let clock = Rational(1, 90000)
     static let idr: [[UInt8]] = [[0x65, 0x88, 0x84, 0x00]]
     static let slice: [[UInt8]] = [[0x41, 0x9A, 0x02]]
@@ -42,26 +24,26 @@ import Testing
         let (high, low) = (LiveStream(path: "live/s_1"), LiveStream(path: "live/s_2"))
         let requests = Mutex<[Int64]>([])
         low.setKeyframeSource { after in requests.withLock { $0.append(after.ticks(in: Self.clock)) } }
-        let sink = RecordingSink()
+        let sink = RecordingPacketSink()
         let player = PacketPlayer(sink: sink, opusAudio: false, onEnd: {})
         player.play(high)
         for (index, ticks) in stride(from: Int64(0), through: 6000, by: 3000).enumerated() {
             Self.write(high, at: ticks, keyframe: index == 0)
             Self.write(low, at: ticks, keyframe: index == 0)
         }
-        #expect(sink.received == 3)
+        #expect(sink.pictures.count == 3)
 
         #expect(player.switchTo(low, urgent: true))
         #expect(requests.withLock { $0 } == [6000], "the encoder is asked for an IDR after the last picture sent")
         // The old rung's next pictures are held back; the target's are not yet decodable.
         Self.write(high, at: 9000, keyframe: false)
         Self.write(low, at: 9000, keyframe: false)
-        #expect(sink.received == 3, "a picture past the hold went out")
+        #expect(sink.pictures.count == 3, "a picture past the hold went out")
         // The forced IDR: the player is on the lower rung from it, with no gap in its timeline.
         Self.write(low, at: 12000, keyframe: true)
         Self.write(high, at: 12000, keyframe: false)
         Self.write(low, at: 15000, keyframe: false)
-        #expect(sink.received == 5)
+        #expect(sink.pictures.count == 5)
         #expect(player.subscriber.switches == 1)
     }
 
@@ -69,7 +51,7 @@ import Testing
     /// grid's, and the old rung flows until then, as before.
     @Test func withoutAnEncoderTheMoveWaitsForTheGrid() {
         let (high, low) = (LiveStream(path: "live/s_1"), LiveStream(path: "live/s_2"))
-        let sink = RecordingSink()
+        let sink = RecordingPacketSink()
         let player = PacketPlayer(sink: sink, opusAudio: false, onEnd: {})
         player.play(high)
         Self.write(high, at: 0, keyframe: true)
@@ -77,7 +59,7 @@ import Testing
         #expect(player.switchTo(low, urgent: true))
         Self.write(high, at: 3000, keyframe: false)
         Self.write(low, at: 3000, keyframe: false)
-        #expect(sink.received == 2, "the old rung goes on while no IDR was asked for")
+        #expect(sink.pictures.count == 2, "the old rung goes on while no IDR was asked for")
         Self.write(low, at: 180_000, keyframe: true)
         #expect(player.subscriber.switches == 1)
     }
@@ -132,7 +114,7 @@ import Testing
         high.setRung(.init(level: 1, bitRate: 2_000_000, upswitchAbove: 2_500_000, downswitchBelow: 2_105_264))
         low.setRung(.init(level: 2, bitRate: 1_000_000, upswitchAbove: 1_250_000, downswitchBelow: 1_052_632))
         let time = ManualClock()
-        let sink = RecordingSink()
+        let sink = RecordingPacketSink()
         let loop = sink.eventLoop as! EmbeddedEventLoop
         let player = PacketPlayer(sink: sink, opusAudio: false, clock: time.clock, onEnd: {})
         player.play(low)
@@ -145,27 +127,27 @@ import Testing
             player.observe(LinkObservation(time: 0, deliveredBytes: delivered, senderWaiting: false, backlogSeconds: backlog))
         }
         // The rung's own rate, clean, until the policy probes the next one.
-        for _ in 0..<200 where sink.paddingSlices == 0 {
+        for _ in 0..<200 where sink.padding.count == 0 {
             feedback(backlog: 0)
             loop.run()
         }
-        #expect(sink.paddingSlices == 1, "no probe began in 20 s of a clean link")
+        #expect(sink.padding.count == 1, "no probe began in 20 s of a clean link")
         // A queue of 0.2 s: the next slices wait, the probe goes on.
         feedback(backlog: 0.2)
         loop.advanceTime(by: .milliseconds(100))
         feedback(backlog: 0.2)
         loop.advanceTime(by: .milliseconds(100))
-        #expect(sink.paddingSlices == 1, "padding was sent over a 0.2 s queue")
+        #expect(sink.padding.count == 1, "padding was sent over a 0.2 s queue")
         // Drained: the padding resumes, a slice every 10 ms.
         feedback(backlog: 0.01)
         loop.advanceTime(by: .milliseconds(100))
-        #expect(sink.paddingSlices == 11)
+        #expect(sink.padding.count == 11)
         // A queue seen between two slices stops the very next one.
         feedback(backlog: 0.2)
         loop.advanceTime(by: .milliseconds(10))
-        #expect(sink.paddingSlices == 11, "a slice went out over a 0.2 s queue")
+        #expect(sink.padding.count == 11, "a slice went out over a 0.2 s queue")
         // The slices ramp up over the probe's first second, each at most 10 ms of the probe's whole rate.
-        let slices = sink.paddingSent
+        let slices = sink.padding
         #expect(slices.count == 11 && slices.last! > slices.first! && slices.allSatisfy { $0 <= 3_125_000 / 8 / 100 })
         _ = high
     }
