@@ -1,4 +1,8 @@
+import CDTLS
 import CSRTP
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// One direction of SRTP and SRTCP for one viewer (libsrtp2): the node protects what it sends
 /// with the server's key, and unprotects what the browser sends with the client's. Replays and
@@ -25,12 +29,22 @@ public final class SRTPSession: @unchecked Sendable {
     }
 
     private static let initialized = Int32(bitPattern: srtp_init().rawValue)
+
+    /// Whose AES-GCM libsrtp2 uses: OpenSSL's, put in its crypto kernel once it passed libsrtp's
+    /// self-test, or libsrtp2's own (Debian's is NSS, about 60 % dearer per packet). Decided once.
+    /// `ABR_SRTP_AES_GCM=libsrtp2` keeps libsrtp2's own, for the benchmark to compare the two.
+    public static let aesGCMProvider: String = {
+        guard initialized == 0 else { return "none (libsrtp2 did not start)" }
+        if let choice = getenv("ABR_SRTP_AES_GCM"), String(cString: choice) == "libsrtp2" { return "libsrtp2's own" }
+        return abr_srtp_use_openssl_gcm() == 0 ? "OpenSSL" : "libsrtp2's own"
+    }()
     private var session: srtp_t?
 
     /// `keyAndSalt` from `SRTPKeys.keyAndSalt(ofClient:)`: the server's for outbound, the
     /// client's for inbound.
     public init(profile: SRTPKeys.Profile, keyAndSalt: [UInt8], direction: Direction) throws(Failure) {
         guard Self.initialized == 0 else { throw .setup(Self.initialized) }
+        _ = Self.aesGCMProvider
         var policy = srtp_policy_t()
         switch profile {
         case .aes128CmSha1_80:

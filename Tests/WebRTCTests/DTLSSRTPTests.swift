@@ -56,6 +56,29 @@ import Testing
         #expect(throws: SRTPSession.Failure.self) { try nodeReceive.unprotect(rtcp: pli + [0, 0, 0, 0]) }
     }
 
+    /// AES-GCM comes from OpenSSL, put in libsrtp2's crypto kernel (Debian's libsrtp2 is built on
+    /// NSS, which costs more per packet), and protects exactly as libsrtp2's own did: the bytes
+    /// below are what Debian's libsrtp2 2.5.0 with NSS made of this key, packet and PLI.
+    @Test func aesGCMIsOpenSSLsAndProtectsAsLibsrtpsOwn() throws {
+        #expect(SRTPSession.aesGCMProvider == "OpenSSL")
+        let keyAndSalt = (0..<28).map { UInt8($0) }
+        let send = try SRTPSession(profile: .aeadAes128Gcm, keyAndSalt: keyAndSalt, direction: .outbound)
+        let packet = Self.rtp(sequence: 1, payload: Array(repeating: 0x5A, count: 32))
+        let hex = { (bytes: [UInt8]) in bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined() }
+        #expect(hex(try send.protect(rtp: packet)) == "806600010000100000000457" + "2a332d9a41d5c101f50db81e7e1b4f7216f9f025c33956c02602c1819b1c38fa"
+            + "c1d56fd3d4b07222a0597ead34522842")
+        let pli: [UInt8] = [0x81, 206, 0, 2, 0, 0, 0, 1, 0, 0, 0x04, 0x57]
+        #expect(hex(try send.protect(rtcp: pli)) == "81ce000200000001" + "5d2d7bd78437aaeeef20224c2822a88d909d39ad" + "80000001")
+        // In place, as the pacer protects: the same bytes.
+        var buffer = [UInt8](repeating: 0, count: 44 + SRTPSession.trailerRoom)
+        buffer.replaceSubrange(0..<44, with: Self.rtp(sequence: 2, payload: Array(repeating: 0x5A, count: 32)))
+        let length = try buffer.withUnsafeMutableBytes { try send.protect(rtpInPlace: $0, length: 44) }
+        let receive = try SRTPSession(profile: .aeadAes128Gcm, keyAndSalt: keyAndSalt, direction: .inbound)
+        #expect(try receive.unprotect(rtp: Array(buffer[0..<length])) == Self.rtp(sequence: 2, payload: Array(repeating: 0x5A, count: 32)))
+        // A tag cut short is refused, not read past.
+        #expect(throws: SRTPSession.Failure.self) { try receive.unprotect(rtp: Array(buffer[0..<20])) }
+    }
+
     /// A peer whose certificate is not the one its offer named is refused: the fingerprint is
     /// all that ties DTLS to the signalling.
     @Test func aCertificateTheOfferDidNotNameIsRefused() throws {
