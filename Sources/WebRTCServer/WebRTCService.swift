@@ -271,7 +271,22 @@ public final class WebRTCService: Sendable {
         /// of each picture, so the tick runs on through such gaps (a timer made again for every
         /// picture costs what the shared tick saves) and stops after a second of nothing.
         var idleTicks = 0
+        /// The tick's datagrams, every viewer's end to end. Kept from tick to tick: once the
+        /// flush has sent them it is the only reference to its storage, so the next tick writes
+        /// into the same memory (a buffer for each viewer each tick was 10,000 allocations a
+        /// second for 50 viewers). A tick whose datagrams wait in the channel gets a new one.
+        var buffer: ByteBuffer?
     }
+
+    /// A viewer's datagrams of this tick: where they lie in the tick's buffer, and their sizes.
+    struct PacedDatagrams {
+        var peer: SocketAddress
+        var offset: Int
+        var sizes: [Int]
+    }
+
+    /// A tick's buffer past this size is not kept (a burst of keyframes for many viewers).
+    static let keptTickBufferBytes = 1 << 20
 
     static let idleTicksBeforeStopping = 200
 
@@ -289,13 +304,32 @@ public final class WebRTCService: Sendable {
     }
 
     private func pace() {
-        let viewers = pacing.withLock { Array($0.viewers.values) }
+        guard let channel = state.withLock({ $0.channel }) else { return }
+        var buffer = ByteBuffer()
+        let viewers = pacing.withLock { pacing in
+            if let kept = pacing.buffer.take() { buffer = kept }
+            return Array(pacing.viewers.values)
+        }
+        if buffer.capacity == 0 { buffer = channel.allocator.buffer(capacity: 64 * 1024) }
+        buffer.clear()  // new storage only if the last tick's datagrams still wait in the channel
         var emptied: [WebRTCViewer] = []
-        for viewer in viewers where !viewer.releasePaced() { emptied.append(viewer) }
+        var datagrams: [PacedDatagrams] = []
+        for viewer in viewers {
+            let (more, written) = viewer.releasePaced(into: &buffer)
+            if !more { emptied.append(viewer) }
+            if let written { datagrams.append(written) }
+        }
+        // Sliced once every viewer has written: a slice shares the buffer's storage, and a
+        // write after one would copy it all.
+        for written in datagrams {
+            let length = written.sizes.reduce(0, +)
+            if let slice = buffer.getSlice(at: written.offset, length: length) { write(slice, sizes: written.sizes, to: written.peer) }
+        }
         // Every viewer's datagrams of this tick leave in one flush: one `sendmmsg` for many
         // viewers instead of a system call each.
-        state.withLock { $0.channel }?.flush()
+        channel.flush()
         pacing.withLock { pacing in
+            if buffer.capacity <= Self.keptTickBufferBytes { pacing.buffer = buffer }
             // A viewer whose pacer took media again since it emptied stays (its `startPacing`
             // found it still here, or comes after this).
             for viewer in emptied where !viewer.isPacing { pacing.viewers[ObjectIdentifier(viewer)] = nil }

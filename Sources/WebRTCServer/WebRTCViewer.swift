@@ -453,14 +453,15 @@ public final class WebRTCViewer: Sendable {
     /// Whether media waits in the pacer (the service's pacing tick keeps the viewer until not).
     var isPacing: Bool { state.withLock { $0.pacing } }
 
-    /// Writes what the pacer lets go now; false once nothing waits. Called by the service's
-    /// pacing tick on the port's event loop, which flushes once after every viewer.
-    func releasePaced() -> Bool {
-        let (outgoing, peer, more, droppedStale) = state.withLock { state -> (Outgoing?, SocketAddress?, Bool, PacketPlayer?) in
+    /// Writes what the pacer lets go now at the end of `buffer`, the tick's, and says where
+    /// (nil: nothing); `more` is false once nothing waits. Called by the service's pacing tick on
+    /// the port's event loop, which sends every viewer's datagrams in one flush.
+    func releasePaced(into buffer: inout ByteBuffer) -> (more: Bool, written: WebRTCService.PacedDatagrams?) {
+        let (written, more, droppedStale) = state.withLock { state -> (WebRTCService.PacedDatagrams?, Bool, PacketPlayer?) in
             guard !state.ended, let peer = state.peer else {
                 state.pacer.clear()
                 state.pacing = false
-                return (nil, nil, false, nil)
+                return (nil, false, nil)
             }
             let now = clock.seconds
             let congestionWindow = Self.congestionWindow(state, at: now)
@@ -479,23 +480,23 @@ public final class WebRTCViewer: Sendable {
                 droppedStale = state.player
             }
             if state.pacer.isEmpty { state.pacing = false }
-            // Most ticks of a viewer paced to its link release nothing: no buffer for them.
-            guard !items.isEmpty else { return (nil, peer, state.pacing, droppedStale) }
-            var outgoing = Outgoing(items, allocator: channel.allocator)
+            guard !items.isEmpty else { return (nil, state.pacing, droppedStale) }
+            var written = WebRTCService.PacedDatagrams(peer: peer, offset: buffer.writerIndex, sizes: [])
+            written.sizes.reserveCapacity(items.count)
             for item in items {
-                guard let length = outgoing.leave(item, state: &state, at: now) else { continue }
+                guard let length = Self.leave(item, state: &state, at: now, into: &buffer) else { continue }
+                written.sizes.append(length)
                 // Resends are counted as they leave: one that waited too long in the pacer was not made.
                 if item.isRetransmission { state.retransmissions += 1 } else { state.packetsSent += 1 }
                 state.bytesSent += length
             }
-            return (outgoing, peer, state.pacing, droppedStale)
+            return (written.sizes.isEmpty ? nil : written, state.pacing, droppedStale)
         }
-        if let outgoing, let peer { service.write(outgoing.buffer, sizes: outgoing.sizes, to: peer) }  // the tick flushes
         if let droppedStale {
             droppedStale.skipToNextKeyframe()
             logger.info("WebRTC viewer's video waited too long behind its congestion window: it goes on from the next keyframe")
         }
-        return more
+        return (more, written)
     }
 
     /// A packet leaving now, written protected at the end of `buffer`: its transport-wide
