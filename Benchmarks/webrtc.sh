@@ -16,7 +16,7 @@
 #   SECONDS_PER_WINDOW (default 120), START (seconds into each trace, default 60), MEAN (`own`, or
 #   a mean in kbit/s each window is scaled to; default own), BURST (htb burst, bytes, default
 #   16384), QUEUE (packets, default 100), VIEWERS (the cost phases' N, default 20; 0 skips them),
-#   PHASE_SECONDS (default 30), COST_PLACEMENTS (where the viewers' kernel receive runs in the
+#   PHASE_SECONDS (default 30), COST_ROUNDS (rounds of the three cost phases, default 1; the report gives their medians), COST_PLACEMENTS (where the viewers' kernel receive runs in the
 #   cost phases: `shared`, the default, `split`, or both; see place_receive), CLEAN_MINUTES (4
 #   viewers on a wide link for that long, counting switches and dropped pictures; default 0:
 #   skipped), CLEAN_STREAM (what those four play, default
@@ -36,6 +36,11 @@ burst=${BURST:-16384}
 queue=${QUEUE:-100}
 viewers=${VIEWERS:-20}
 phase=${PHASE_SECONDS:-30}
+# Rounds of the three cost phases (idle, WebRTC, RTSP), one after another: the encoders' own
+# variation moves the whole node's figure by as much as the viewers cost (cost-18's idle phase
+# read 0.06 cores more than cost-17's), so each round's viewers are counted against that round's
+# idle phase, and the report gives the median of the rounds.
+cost_rounds=${COST_ROUNDS:-1}
 clean_minutes=${CLEAN_MINUTES:-0}
 clean_stream=${CLEAN_STREAM:-live/edge_1}
 starts=${STARTS:-0}
@@ -221,11 +226,12 @@ if [ "$viewers" -gt 0 ]; then
   link_filter del
   for placement in $placements; do
     place_receive "$placement"
+    for round in $(seq 1 "$cost_rounds"); do
     for kind in idle webrtc rtsp; do
       load=
       if [ "$kind" != idle ]; then
         inside "$python" Benchmarks/webrtc-cost-viewers.py "$kind" "$viewers" $((phase + 10)) \
-          "http://127.0.0.1:$http/whep/live/edge_1?abr=off" "rtsp://127.0.0.1:$rtsp/live/edge_1" >"$work/cost-$placement-$kind.json" 2>"$work/cost-$placement-$kind.log" &
+          "http://127.0.0.1:$http/whep/live/edge_1?abr=off" "rtsp://127.0.0.1:$rtsp/live/edge_1" >"$work/cost-$placement-$kind-$round.json" 2>"$work/cost-$placement-$kind-$round.log" &
         load=$!
       fi
       sleep 8  # joined and caught up
@@ -234,9 +240,10 @@ if [ "$viewers" -gt 0 ]; then
       after=$(node_ticks) loops_after=$(loop_ticks) drops_after=$(udp_drops)
       [ -z "$load" ] || wait "$load" || true
       sleep 3
-      tc -n "$namespace" -s class show dev lo >"$work/cost-$placement-$kind-classes.txt"
+      tc -n "$namespace" -s class show dev lo >"$work/cost-$placement-$kind-$round-classes.txt"
       # Cores over the phase (node, event loops), then the drops' and closed ports' counts in it.
-      cost_line+="$placement:$kind $(python3 -c "print(round(($after - $before) / $hz / $phase, 3), round(($loops_after - $loops_before) / $hz / $phase, 3), *[int(y) - int(x) for x, y in zip('$drops_before'.split(), '$drops_after'.split())])") "
+      cost_line+="$placement:$kind:$round $(python3 -c "print(round(($after - $before) / $hz / $phase, 3), round(($loops_after - $loops_before) / $hz / $phase, 3), *[int(y) - int(x) for x, y in zip('$drops_before'.split(), '$drops_after'.split())])") "
+    done
     done
   done
   place_receive shared
@@ -327,20 +334,27 @@ for line in latency:
     print(f"\n{line} (the video's estimatedPlayoutTimestamp in the sender's NTP time, which the node's sender reports set to when it had each picture, against the browser's clock on the same machine)")
 if cost:
     words = cost.split()
-    phases = {words[i]: (float(words[i + 1]), float(words[i + 2]), int(words[i + 3]), int(words[i + 4])) for i in range(0, len(words), 5)}
-    print("\n| receive path | phase | node cores | event-loop cores | viewers playing | still connected | datagrams dropped at full receive buffers | to closed ports |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    for name, (node, loops, overflowed, closed) in phases.items():
-        placement, kind = name.split(":")
-        path = f"{work}/cost-{placement}-{kind}.json"
+    phases = {tuple(words[i].split(":")): (float(words[i + 1]), float(words[i + 2]), int(words[i + 3]), int(words[i + 4])) for i in range(0, len(words), 5)}
+    print("\n| receive path | round | phase | node cores | event-loop cores | viewers playing | still connected | datagrams dropped at full receive buffers | to closed ports |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for (placement, kind, round_), (node, loops, overflowed, closed) in phases.items():
+        path = f"{work}/cost-{placement}-{kind}-{round_}.json"
         run = json.loads(open(path).read() or "{}") if os.path.exists(path) else {}
-        print(f"| {placement} | {kind} | {node:.3f} | {loops:.3f} | {run.get('playing', '–')}/{run.get('viewers', '–')} | {run.get('connected', '–')} | {overflowed} | {closed} |")
-    for placement in dict.fromkeys(name.split(":")[0] for name in phases):
-        if all(f"{placement}:{k}" in phases for k in ("idle", "webrtc", "rtsp")):
-            extra = lambda kind, i: phases[f"{placement}:{kind}"][i] - phases[f"{placement}:idle"][i]
-            print(f"\nWebRTC over RTSP, beyond the encoding, receive path {placement}: whole node {extra('webrtc', 0):.3f} / {extra('rtsp', 0):.3f} cores "
-                  f"= {extra('webrtc', 0) / max(1e-3, extra('rtsp', 0)):.2f}x; event loops {extra('webrtc', 1):.3f} / {extra('rtsp', 1):.3f} cores "
-                  f"= {extra('webrtc', 1) / max(1e-3, extra('rtsp', 1)):.2f}x")
+        print(f"| {placement} | {round_} | {kind} | {node:.3f} | {loops:.3f} | {run.get('playing', '–')}/{run.get('viewers', '–')} | {run.get('connected', '–')} | {overflowed} | {closed} |")
+    ratio = lambda a, b: f"{a:.3f} / {b:.3f} cores = {a / max(1e-3, b):.2f}x"
+    for placement in dict.fromkeys(key[0] for key in phases):
+        rounds = [r for r in dict.fromkeys(key[2] for key in phases if key[0] == placement)
+                  if all((placement, k, r) in phases for k in ("idle", "webrtc", "rtsp"))]
+        # What each round's viewers cost beyond that round's idle phase (the encoding alone).
+        extra = {(kind, i): [phases[(placement, kind, r)][i] - phases[(placement, "idle", r)][i] for r in rounds]
+                 for kind in ("webrtc", "rtsp") for i in (0, 1)}
+        for index, r in enumerate(rounds):
+            print(f"\nWebRTC over RTSP, beyond the encoding, receive path {placement}, round {r}: whole node "
+                  f"{ratio(extra[('webrtc', 0)][index], extra[('rtsp', 0)][index])}; event loops {ratio(extra[('webrtc', 1)][index], extra[('rtsp', 1)][index])}")
+        if len(rounds) > 1:
+            median = lambda values: sorted(values)[len(values) // 2] if len(values) % 2 else sum(sorted(values)[len(values) // 2 - 1:len(values) // 2 + 1]) / 2
+            print(f"\nWebRTC over RTSP, medians of {len(rounds)} rounds, receive path {placement}: whole node "
+                  f"{ratio(median(extra[('webrtc', 0)]), median(extra[('rtsp', 0)]))}; event loops {ratio(median(extra[('webrtc', 1)]), median(extra[('rtsp', 1)]))}")
 clean = [f"{work}/clean-{i}.jsonl" for i in range(1, 5) if os.path.exists(f"{work}/clean-{i}.jsonl")]
 if clean:
     finals = [rows(p)[-1] for p in clean if rows(p)]
