@@ -73,7 +73,7 @@ let package = Package(
         // RTMP as pure codecs and a session value: handshake, chunks, AMF0, FLV media. No sockets.
         // Signed playback tokens (who may watch): pure, HMAC-SHA256 through swift-crypto.
         // OpenSSL's DTLS behind a small C shim (datagrams in memory, never a socket), and libsrtp2.
-        // Also OpenSSL's AES-GCM for libsrtp2's crypto kernel, in place of Debian's NSS one.
+        // Also OpenSSL's AES-GCM, AES-ICM and HMAC-SHA1 for libsrtp2's crypto kernel, in place of Debian's NSS ones.
         .target(name: "CDTLS", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto"), .linkedLibrary("srtp2")]),
         .systemLibrary(name: "CSRTP", pkgConfig: "libsrtp2", providers: [.apt(["libsrtp2-dev"])]),
         // The only importer of CDTLS and CSRTP: a viewer's DTLS association and its SRTP.

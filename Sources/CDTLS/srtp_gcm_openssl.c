@@ -1,9 +1,9 @@
-// AES-GCM for libsrtp2 through OpenSSL's EVP (see the header for why).
+// AES-GCM for libsrtp2 through OpenSSL's EVP (see srtp_openssl.h for why).
 //
 // libsrtp2 drives a cipher type per packet as: set_iv (with the direction), set_aad (the RTP
 // header, or the SRTCP header and index), then encrypt and get_tag, or decrypt with the tag at the
 // end of the buffer. The key schedule is made once, in init; each packet only sets its IV.
-#include "srtp_gcm_openssl.h"
+#include "srtp_openssl.h"
 
 #include <openssl/evp.h>
 #include <srtp2/cipher.h>

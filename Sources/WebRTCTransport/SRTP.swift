@@ -30,13 +30,21 @@ public final class SRTPSession: @unchecked Sendable {
 
     private static let initialized = Int32(bitPattern: srtp_init().rawValue)
 
-    /// Whose AES-GCM libsrtp2 uses: OpenSSL's, put in its crypto kernel once it passed libsrtp's
-    /// self-test, or libsrtp2's own (Debian's is NSS, about 60 % dearer per packet). Decided once.
-    /// `ABR_SRTP_AES_GCM=libsrtp2` keeps libsrtp2's own, for the benchmark to compare the two.
-    public static let aesGCMProvider: String = {
+    /// Whose ciphers libsrtp2 uses: OpenSSL's (AES-GCM, AES-ICM and HMAC-SHA1), put in its crypto
+    /// kernel once they passed libsrtp's self-tests, or libsrtp2's own (Debian's is NSS, some 2.5 to
+    /// 3 times dearer per packet). Decided once, before the first session. `ABR_SRTP_CIPHERS=libsrtp2`
+    /// keeps libsrtp2's own, for the benchmark to compare the two.
+    public static let cipherProvider: String = {
         guard initialized == 0 else { return "none (libsrtp2 did not start)" }
-        if let choice = getenv("ABR_SRTP_AES_GCM"), String(cString: choice) == "libsrtp2" { return "libsrtp2's own" }
-        return abr_srtp_use_openssl_gcm() == 0 ? "OpenSSL" : "libsrtp2's own"
+        if let choice = getenv("ABR_SRTP_CIPHERS"), String(cString: choice) == "libsrtp2" { return "libsrtp2's own" }
+        // Each replacement stands alone: one that failed its self-test leaves libsrtp2's own in place.
+        let gcm = abr_srtp_use_openssl_gcm() == 0, counterModeAndHMAC = abr_srtp_use_openssl_icm_and_hmac() == 0
+        switch (gcm, counterModeAndHMAC) {
+        case (true, true): return "OpenSSL"
+        case (true, false): return "OpenSSL's AES-GCM, libsrtp2's own AES-ICM and HMAC-SHA1"
+        case (false, true): return "OpenSSL's AES-ICM and HMAC-SHA1, libsrtp2's own AES-GCM"
+        case (false, false): return "libsrtp2's own"
+        }
     }()
     private var session: srtp_t?
 
@@ -44,7 +52,7 @@ public final class SRTPSession: @unchecked Sendable {
     /// client's for inbound.
     public init(profile: SRTPKeys.Profile, keyAndSalt: [UInt8], direction: Direction) throws(Failure) {
         guard Self.initialized == 0 else { throw .setup(Self.initialized) }
-        _ = Self.aesGCMProvider
+        _ = Self.cipherProvider
         var policy = srtp_policy_t()
         switch profile {
         case .aes128CmSha1_80:

@@ -7,7 +7,9 @@ Usage: aiortc-whep-check.py WHEP_URL [seconds] [min_frames] [status_url]
 With status_url, what that URL answers while the viewer still plays is printed as "nodeStatus".
 
 With WHEP_CLOSE_ONLY=1 in the environment it ends without the WHEP DELETE, closing only its
-peer connection (DTLS close_notify), as a browser tab that closes does.
+peer connection (DTLS close_notify), as a browser tab that closes does. With
+WHEP_SRTP=AES_CM_128_HMAC_SHA1_80 it offers that SRTP profile alone in its DTLS handshake (aiortc
+otherwise prefers AES-GCM, as browsers do).
 
 Prints one JSON line per second (frames decoded, picture size, audio frames) and a summary;
 exits 0 once min_frames pictures (default 60) and a second of audio were decoded, 1 otherwise.
@@ -15,6 +17,11 @@ exits 0 once min_frames pictures (default 60) and a second of audio were decoded
 import asyncio, json, os, sys, time, urllib.request
 
 from aiortc import RTCPeerConnection, RTCSessionDescription
+
+
+if os.environ.get("WHEP_SRTP") == "AES_CM_128_HMAC_SHA1_80":
+    import aiortc.rtcdtlstransport as dtls
+    dtls.SRTP_PROFILES[:] = [dtls.SRTP_AES128_CM_SHA1_80]
 
 
 async def main():

@@ -56,11 +56,11 @@ import Testing
         #expect(throws: SRTPSession.Failure.self) { try nodeReceive.unprotect(rtcp: pli + [0, 0, 0, 0]) }
     }
 
-    /// AES-GCM comes from OpenSSL, put in libsrtp2's crypto kernel (Debian's libsrtp2 is built on
-    /// NSS, which costs more per packet), and protects exactly as libsrtp2's own did: the bytes
-    /// below are what Debian's libsrtp2 2.5.0 with NSS made of this key, packet and PLI.
-    @Test func aesGCMIsOpenSSLsAndProtectsAsLibsrtpsOwn() throws {
-        #expect(SRTPSession.aesGCMProvider == "OpenSSL")
+    /// SRTP's ciphers come from OpenSSL, put in libsrtp2's crypto kernel (Debian's libsrtp2 is built
+    /// on NSS, which costs more per packet), and protect exactly as libsrtp2's own did: the bytes
+    /// below are what Debian's libsrtp2 2.5.0 with NSS made of these keys, packets and PLIs.
+    @Test func srtpsCiphersAreOpenSSLsAndProtectAsLibsrtpsOwn() throws {
+        #expect(SRTPSession.cipherProvider == "OpenSSL")
         let keyAndSalt = (0..<28).map { UInt8($0) }
         let send = try SRTPSession(profile: .aeadAes128Gcm, keyAndSalt: keyAndSalt, direction: .outbound)
         let packet = Self.rtp(sequence: 1, payload: Array(repeating: 0x5A, count: 32))
@@ -77,6 +77,19 @@ import Testing
         #expect(try receive.unprotect(rtp: Array(buffer[0..<length])) == Self.rtp(sequence: 2, payload: Array(repeating: 0x5A, count: 32)))
         // A tag cut short is refused, not read past.
         #expect(throws: SRTPSession.Failure.self) { try receive.unprotect(rtp: Array(buffer[0..<20])) }
+
+        // AES_CM_128_HMAC_SHA1_80: AES-ICM and HMAC-SHA1, and the 10-byte tag.
+        let counterKeyAndSalt = (0..<30).map { UInt8($0) }
+        let counterSend = try SRTPSession(profile: .aes128CmSha1_80, keyAndSalt: counterKeyAndSalt, direction: .outbound)
+        #expect(hex(try counterSend.protect(rtp: packet)) == "806600010000100000000457" + "cc6bfd4a958490f1404ad2a708b4be048b6ff77f6eaf5b72c40b4517c0378ed4"
+            + "46e5108de367f5b15baf")
+        #expect(hex(try counterSend.protect(rtcp: pli)) == "81ce000200000001" + "c170281a" + "80000001" + "26f9dacde864b2090d2e")
+        let counterReceive = try SRTPSession(profile: .aes128CmSha1_80, keyAndSalt: counterKeyAndSalt, direction: .inbound)
+        var forged = try counterSend.protect(rtp: Self.rtp(sequence: 3))
+        #expect(try counterReceive.unprotect(rtp: forged) == Self.rtp(sequence: 3))
+        forged = try counterSend.protect(rtp: Self.rtp(sequence: 4))
+        forged[forged.count - 1] ^= 1
+        #expect(throws: SRTPSession.Failure.self) { try counterReceive.unprotect(rtp: forged) }
     }
 
     /// A peer whose certificate is not the one its offer named is refused: the fingerprint is
