@@ -4,6 +4,7 @@
 // header, or the SRTCP header and index), then encrypt and get_tag, or decrypt with the tag at the
 // end of the buffer. The key schedule is made once, in init; each packet only sets its IV.
 #include "srtp_openssl.h"
+#include "srtp_openssl_cipher.h"
 
 #include <openssl/evp.h>
 #include <srtp2/cipher.h>
@@ -12,7 +13,7 @@
 #include <string.h>
 
 typedef struct {
-    EVP_CIPHER_CTX *context;
+    EVP_CIPHER_CTX *context;  // first: see srtp_openssl_cipher.h
     const EVP_CIPHER *cipher;
     int tag_length;
 } gcm_state;
@@ -33,30 +34,15 @@ static srtp_err_status_t gcm_alloc(srtp_cipher_pointer_t *pointer, int key_lengt
     }
     // RFC 7714 tags are 16 bytes; libsrtp also offers 8.
     if (tag_length != 16 && tag_length != 8) return srtp_err_status_bad_param;
-    srtp_cipher_t *instance = calloc(1, sizeof(srtp_cipher_t) + sizeof(gcm_state));
-    if (instance == NULL) return srtp_err_status_alloc_fail;
-    gcm_state *state = (gcm_state *)(instance + 1);
-    state->context = EVP_CIPHER_CTX_new();
-    if (state->context == NULL) {
-        free(instance);
-        return srtp_err_status_alloc_fail;
-    }
+    srtp_err_status_t status = abr_srtp_cipher_allocate(pointer, type, algorithm, key_length, sizeof(gcm_state));
+    if (status != srtp_err_status_ok) return status;
+    gcm_state *state = (*pointer)->state;
     state->cipher = cipher;
     state->tag_length = tag_length;
-    instance->type = type;
-    instance->state = state;
-    instance->key_len = key_length;
-    instance->algorithm = algorithm;
-    *pointer = instance;
     return srtp_err_status_ok;
 }
 
-static srtp_err_status_t gcm_dealloc(srtp_cipher_pointer_t instance) {
-    gcm_state *state = instance->state;
-    EVP_CIPHER_CTX_free(state->context);  // clears the key schedule
-    free(instance);
-    return srtp_err_status_ok;
-}
+static srtp_err_status_t gcm_dealloc(srtp_cipher_pointer_t instance) { return abr_srtp_cipher_free(instance, sizeof(gcm_state)); }
 
 static srtp_err_status_t gcm_init(void *opaque, const uint8_t *key) {
     gcm_state *state = opaque;
@@ -153,12 +139,10 @@ static const srtp_cipher_test_case_t gcm_128_test = {
 static const srtp_cipher_test_case_t gcm_256_test = {
     44, gcm_256_key, gcm_iv, 60, gcm_plaintext, 76, gcm_256_ciphertext, 20, gcm_aad, 16, NULL};
 
-static const srtp_cipher_type_t gcm_128 = {
-    gcm_alloc, gcm_dealloc, gcm_init, gcm_set_aad, gcm_encrypt, gcm_decrypt, gcm_set_iv, gcm_get_tag,
-    "AES-128-GCM (OpenSSL)", &gcm_128_test, SRTP_AES_GCM_128};
-static const srtp_cipher_type_t gcm_256 = {
-    gcm_alloc, gcm_dealloc, gcm_init, gcm_set_aad, gcm_encrypt, gcm_decrypt, gcm_set_iv, gcm_get_tag,
-    "AES-256-GCM (OpenSSL)", &gcm_256_test, SRTP_AES_GCM_256};
+#define GCM_TYPE(description, test, id) \
+    {gcm_alloc, gcm_dealloc, gcm_init, gcm_set_aad, gcm_encrypt, gcm_decrypt, gcm_set_iv, gcm_get_tag, description, test, id}
+static const srtp_cipher_type_t gcm_128 = GCM_TYPE("AES-128-GCM (OpenSSL)", &gcm_128_test, SRTP_AES_GCM_128);
+static const srtp_cipher_type_t gcm_256 = GCM_TYPE("AES-256-GCM (OpenSSL)", &gcm_256_test, SRTP_AES_GCM_256);
 
 int abr_srtp_use_openssl_gcm(void) {
     srtp_err_status_t status = srtp_replace_cipher_type(&gcm_128, SRTP_AES_GCM_128);

@@ -2,6 +2,7 @@
 // OpenSSL (see srtp_openssl.h for why). AES-ICM also derives every session's keys (§4.3), so
 // this one replacement serves both profiles' key derivation and AES_CM_128_HMAC_SHA1_80's media.
 #include "srtp_openssl.h"
+#include "srtp_openssl_cipher.h"
 
 #include <openssl/core_names.h>
 #include <openssl/evp.h>
@@ -17,7 +18,7 @@
 enum { icm_key_size = 16, icm_salt_size = 14 };
 
 typedef struct {
-    EVP_CIPHER_CTX *context;
+    EVP_CIPHER_CTX *context;  // first: see srtp_openssl_cipher.h
     uint8_t offset[16];  // the salt, its last two bytes zero: each packet's counter is it XOR the IV
 } icm_state;
 
@@ -26,29 +27,10 @@ static const srtp_cipher_type_t icm_128;
 static srtp_err_status_t icm_alloc(srtp_cipher_pointer_t *pointer, int key_length, int tag_length) {
     (void)tag_length;
     if (key_length != SRTP_AES_ICM_128_KEY_LEN_WSALT) return srtp_err_status_bad_param;
-    srtp_cipher_t *instance = calloc(1, sizeof(srtp_cipher_t) + sizeof(icm_state));
-    if (instance == NULL) return srtp_err_status_alloc_fail;
-    icm_state *state = (icm_state *)(instance + 1);
-    state->context = EVP_CIPHER_CTX_new();
-    if (state->context == NULL) {
-        free(instance);
-        return srtp_err_status_alloc_fail;
-    }
-    instance->type = &icm_128;
-    instance->state = state;
-    instance->key_len = key_length;
-    instance->algorithm = SRTP_AES_ICM_128;
-    *pointer = instance;
-    return srtp_err_status_ok;
+    return abr_srtp_cipher_allocate(pointer, &icm_128, SRTP_AES_ICM_128, key_length, sizeof(icm_state));
 }
 
-static srtp_err_status_t icm_dealloc(srtp_cipher_pointer_t instance) {
-    icm_state *state = instance->state;
-    EVP_CIPHER_CTX_free(state->context);
-    OPENSSL_cleanse(state->offset, sizeof state->offset);
-    free(instance);
-    return srtp_err_status_ok;
-}
+static srtp_err_status_t icm_dealloc(srtp_cipher_pointer_t instance) { return abr_srtp_cipher_free(instance, sizeof(icm_state)); }
 
 /// `key`: the 16-byte key, then the 14-byte salt.
 static srtp_err_status_t icm_init(void *opaque, const uint8_t *key) {
