@@ -18,12 +18,16 @@ discard, one thread each. They take the rung's audio as the WebRTC viewers do: u
 they set up the video alone, so the WebRTC side carried the audio's 50 packets a second per viewer
 (a fifth of its datagrams) and the RTSP side none.
 
+RTSP_SOURCE_PREFIX: the players' addresses where they are on a veth of their own (webrtc.sh's
+`veth` cost link: "10.79.1.").
+
 Prints a JSON line with how many viewers got video, and the bytes (RTSP) or packets (WebRTC) they
 received; for WebRTC also how many were still connected at the end.
 """
 import asyncio, json, os, subprocess, sys, threading, time, urllib.request
 
 kind, count, seconds, whep_url, rtsp_url = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5]
+source_prefix = os.environ.get("RTSP_SOURCE_PREFIX", "127.0.1.")
 
 
 def run_rtsp():
@@ -34,8 +38,9 @@ def run_rtsp():
 
     def player(index):
         try:
-            # Each from its own loopback address: the node lets one address hold 32 RTSP sessions.
-            sock, _, buffer = start_session(rtsp_url, (f"127.0.1.{index % 250 + 1}", 0), audio=True)
+            # Each from its own address (loopback's, or RTSP_SOURCE_PREFIX's where the players are
+            # on a veth of their own): the node lets one address hold 32 RTSP sessions.
+            sock, _, buffer = start_session(rtsp_url, (f"{source_prefix}{index % 250 + 1}", 0), audio=True)
             received[index] += len(buffer)
             sock.settimeout(2)
             while time.time() < end:

@@ -16,8 +16,8 @@
 #   SECONDS_PER_WINDOW (default 120), START (seconds into each trace, default 60), MEAN (`own`, or
 #   a mean in kbit/s each window is scaled to; default own), BURST (htb burst, bytes, default
 #   16384), QUEUE (packets, default 100), VIEWERS (the cost phases' N, default 20; 0 skips them),
-#   PHASE_SECONDS (default 30), COST_ROUNDS (rounds of the three cost phases, default 1; the report gives their medians), COST_PLACEMENTS (where the viewers' kernel receive runs in the
-#   cost phases: `shared`, the default, `split`, or both; see place_receive), CLEAN_MINUTES (4
+#   PHASE_SECONDS (default 30), COST_ROUNDS (rounds of the three cost phases, default 1; the report gives their medians), COST_LINKS (where the cost phases' viewers are, and so
+#   where their kernel receive runs: `veth`, the default, `loopback`, or both; see cost_links), CLEAN_MINUTES (4
 #   viewers on a wide link for that long, counting switches and dropped pictures; default 0:
 #   skipped), CLEAN_STREAM (what those four play, default
 #   live/edge_1: the top, adaptive; live/edge_3?abr=off pins 360p, which four software decoders
@@ -63,10 +63,12 @@ python=python3
 namespace=abr-bench-webrtc-$$
 ip netns add "$namespace"
 cleanup() {
-  ip netns pids "$namespace" 2>/dev/null | xargs -r kill 2>/dev/null || true
+  for space in "$namespace" "$namespace-viewers"; do ip netns pids "$space" 2>/dev/null | xargs -r kill 2>/dev/null || true; done
   sleep 1
-  ip netns pids "$namespace" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
-  ip netns del "$namespace" 2>/dev/null || true
+  for space in "$namespace" "$namespace-viewers"; do
+    ip netns pids "$space" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+    ip netns del "$space" 2>/dev/null || true
+  done
 }
 trap cleanup EXIT
 inside() { ip netns exec "$namespace" "$@"; }
@@ -77,6 +79,39 @@ ip -n "$namespace" addr add 10.77.0.2/24 dev abr-v1
 ip -n "$namespace" link set abr-v0 up
 ip -n "$namespace" link set abr-v1 up
 ip -n "$namespace" route add default via 10.77.0.2 dev abr-v0
+# Where the viewers are, and so where their kernel receive runs (COST_LINKS: `veth`, the default,
+# `loopback`, or both).
+# - `loopback`: in the node's namespace. The kernel delivers each packet to the receiving socket
+#   inside the sender's send call (the softirq runs on the sending thread), so the node is charged
+#   for the viewers' kernel receive too: per datagram for WebRTC, per TCP segment (a picture or
+#   more) for RTSP. And the other way round: the node's TCP stack handling the players' ACKs (and
+#   sending what they clock out) runs in the players' send calls, charged to them. Runs up to
+#   cost-19 measured so.
+# - `veth`: in a namespace of their own, joined to the node's by a veth pair whose two ends each
+#   receive in a NAPI kernel thread of their own, as two hosts' NICs would. The node's figure is
+#   its process and the thread that receives for it (the viewers' feedback, the players' ACKs);
+#   the viewers' receive runs in theirs and is not counted. Both ends with a 64 KB MTU and TCP
+#   segmentation offload off, so TCP hands the pair whole segments as it would a NIC with TSO,
+#   and UDP segmentation offload on, as a NIC with USO (`SegmentedRuns`); GRO on, which is what
+#   gives veth its NAPI threads (and UDP GRO forwarding, which lets segmented sends through them).
+cost_links=${COST_LINKS:-veth}
+# The node listens on its end of the pair, from the start: its own namespace (the Chromium viewer,
+# the publisher, the `loopback` viewers) reaches that address over loopback, as before.
+viewers_namespace=$namespace-viewers
+node_address=10.79.0.1
+ip netns add "$viewers_namespace"
+ip -n "$viewers_namespace" link set lo up
+ip link add abr-c0 netns "$namespace" type veth peer name abr-c1 netns "$viewers_namespace"
+ip -n "$namespace" addr add $node_address/16 dev abr-c0
+ip -n "$viewers_namespace" addr add 10.79.0.2/16 dev abr-c1
+# The RTSP players' own addresses: the node lets one address hold 32 RTSP sessions.
+for host in $(seq 1 $(( viewers < 250 ? viewers : 250 ))); do ip -n "$viewers_namespace" addr add 10.79.1.$host/16 dev abr-c1; done
+for end in "$namespace abr-c0" "$viewers_namespace abr-c1"; do
+  read -r space device <<<"$end"
+  ip netns exec "$space" ethtool -K "$device" gro on rx-udp-gro-forwarding on tso off >/dev/null
+  ip -n "$space" link set "$device" mtu 65000 up
+  ip netns exec "$space" sh -c "echo 1 > /sys/class/net/$device/threaded"
+done
 rtsp=18554 http=18080 udp=18189
 tc -n "$namespace" qdisc add dev lo root handle 1: htb default 10 r2q 1000
 tc -n "$namespace" class add dev lo parent 1: classid 1:10 htb rate 10gbit
@@ -93,14 +128,14 @@ link_filter() {
 link_filter add
 shape() { tc -n "$namespace" class change dev lo parent 1: classid 1:20 htb rate "${1}kbit" ceil "${1}kbit" burst "$burst" cburst "$burst"; }
 
-ABR_WORKER_LOG_LEVEL=${ABR_WORKER_LOG_LEVEL:-debug} inside "$worker" serve --host 127.0.0.1 --rtsp-port $rtsp --http-port $http \
+ABR_WORKER_LOG_LEVEL=${ABR_WORKER_LOG_LEVEL:-debug} inside "$worker" serve --host $node_address --rtsp-port $rtsp --http-port $http \
   --webrtc-port $udp --rtmp-port=-1 --srt-port=-1 --data-dir "$PWD/$work/data" --status-interval 0 --no-load-shedding \
   --provision "$work/edge.json" >"$work/serve.out" 2>"$work/serve.log" &
 node=$!
-for _ in $(seq 1 100); do inside curl -sf http://127.0.0.1:$http/v1/jobs >/dev/null && break; sleep 0.2; done
-node_pid=$(inside pgrep -f "abr-worker serve --host 127.0.0.1 --rtsp-port $rtsp" | head -1)
+for _ in $(seq 1 100); do inside curl -sf http://$node_address:$http/v1/jobs >/dev/null && break; sleep 0.2; done
+node_pid=$(inside pgrep -f "abr-worker serve --host $node_address --rtsp-port $rtsp" | head -1)
 inside ffmpeg -hide_banner -loglevel error -re -stream_loop -1 -i "$clip" -c copy -f rtsp -rtsp_transport tcp \
-  rtsp://127.0.0.1:$rtsp/live/edge_1 </dev/null >"$work/publisher.log" 2>&1 &
+  rtsp://$node_address:$rtsp/live/edge_1 </dev/null >"$work/publisher.log" 2>&1 &
 sleep 15  # every rung encoding, a few segments written (the oracle reads them)
 
 # The links: the step, then the trace windows (written out for the oracle).
@@ -131,7 +166,7 @@ for index in $(seq 0 $((count - 1))); do
   stats="$work/chromium-$index.jsonl"
   # Not through `inside`: a function run in the background is a subshell, and killing it left the
   # viewer playing 8 s into the next link's window (and the node sending to it for 30 s more).
-  ip netns exec "$namespace" python3 Tests/Peers/chromium-whep-check.py "http://127.0.0.1:$http/play/live/edge_1" $(( ${#rates[@]} + 8 )) 0 >"$stats" 2>/dev/null &
+  ip netns exec "$namespace" python3 Tests/Peers/chromium-whep-check.py "http://$node_address:$http/play/live/edge_1" $(( ${#rates[@]} + 8 )) 0 >"$stats" 2>/dev/null &
   viewer=$!
   for _ in $(seq 1 40); do grep -q '"framesDecoded": [1-9]' "$stats" 2>/dev/null && break; sleep 0.25; done
   began=$(date +%s.%N)
@@ -193,30 +228,18 @@ done
 # and its event-loop threads' (NIO-ELT: RTSP's and WebRTC's, where packets are sealed, paced and
 # sent), which the encoders' own variation does not blur.
 hz=$(getconf CLK_TCK)
-# Where the viewers' receive path runs. On loopback the kernel delivers each packet to the receiving
-# socket inside the sender's send call (the softirq runs on the sending thread), so the node is
-# charged for the viewers' kernel receive work too, per packet: WebRTC's 1,200-byte datagrams pay
-# it several times as often as RTSP's TCP segments, each a whole picture. `shared` measures it so
-# (the default); `split` pins the node to the first core and steers the namespace's loopback
-# receive to the last (RPS), as a NIC would leave that work to the viewers' hosts. Runs cost-13 and
-# cost-16 did both: split cost the node's event loops more, not less, since it pins every thread of
-# the node, the encoders too, to one core and so measures that contention as well (RESULTS.md).
-placements=${COST_PLACEMENTS:-shared}
-place_receive() { # shared | split
-  local last=$(( $(nproc) - 1 )) mask=0
-  if [ "$1" = split ] && [ "$last" -gt 0 ]; then
-    mask=$(printf '%x' $((1 << last)))
-    taskset -a -p -c 0 "$node_pid" >/dev/null
-  else
-    taskset -a -p -c "0-$last" "$node_pid" >/dev/null
-  fi
-  inside sh -c "echo $mask > /sys/class/net/lo/queues/rx-0/rps_cpus"
+# Ticks of the kernel threads that receive for one end of the pair (`napi/abr-c0-<id>`).
+napi_ticks() { # device
+  local total=0 thread
+  for thread in $(pgrep "^napi/$1-" || true); do total=$((total + $(awk '{print $14 + $15}' "/proc/$thread/stat"))); done
+  echo "$total"
 }
 node_ticks() { process_ticks "$node_pid"; }
-# Datagrams the namespace's UDP sockets dropped with a full receive buffer, and datagrams that came
-# to a port nobody held (each answered with an ICMP error, inside the sender's send call on
-# loopback): a cost phase whose viewers did not keep up, or left early, measures something else.
-udp_drops() { inside nstat -az UdpRcvbufErrors UdpNoPorts | awk '$1 == "UdpRcvbufErrors" { r = $2 } $1 == "UdpNoPorts" { n = $2 } END { print r + 0, n + 0 }'; }
+# Datagrams the viewers' UDP sockets took, those they dropped with a full receive buffer, and those
+# that came to a port nobody held (each answered with an ICMP error, inside the sender's send call
+# on loopback): a cost phase whose viewers did not keep up, or left early, measures something else.
+# (On loopback the node's own sockets count in the first too: the viewers' feedback.)
+udp_counts() { ip netns exec "$1" nstat -az UdpInDatagrams UdpRcvbufErrors UdpNoPorts | awk '$1 == "UdpInDatagrams" { i = $2 } $1 == "UdpRcvbufErrors" { r = $2 } $1 == "UdpNoPorts" { n = $2 } END { print i + 0, r + 0, n + 0 }'; }
 loop_ticks() { event_loop_ticks "$node_pid"; }
 cost_line=""
 if [ "$viewers" -gt 0 ]; then
@@ -224,29 +247,35 @@ if [ "$viewers" -gt 0 ]; then
   # class itself throttled 50 viewers of a 2 Mbit/s top (its drops came back as NACKs and
   # resends), and its packet splitter's timers cost the sender more than sending did.
   link_filter del
-  for placement in $placements; do
-    place_receive "$placement"
+  for link in $cost_links; do
+    at=$namespace viewer_env=()
+    [ "$link" = loopback ] || at=$viewers_namespace viewer_env=(env RTSP_SOURCE_PREFIX=10.79.1.)
     for round in $(seq 1 "$cost_rounds"); do
     for kind in idle webrtc rtsp; do
       load=
       if [ "$kind" != idle ]; then
-        inside "$python" Benchmarks/webrtc-cost-viewers.py "$kind" "$viewers" $((phase + 10)) \
-          "http://127.0.0.1:$http/whep/live/edge_1?abr=off" "rtsp://127.0.0.1:$rtsp/live/edge_1" >"$work/cost-$placement-$kind-$round.json" 2>"$work/cost-$placement-$kind-$round.log" &
+        ip netns exec "$at" "${viewer_env[@]}" "$python" Benchmarks/webrtc-cost-viewers.py "$kind" "$viewers" $((phase + 10)) \
+          "http://$node_address:$http/whep/live/edge_1?abr=off" "rtsp://$node_address:$rtsp/live/edge_1" >"$work/cost-$link-$kind-$round.json" 2>"$work/cost-$link-$kind-$round.log" &
         load=$!
       fi
       sleep 8  # joined and caught up
-      before=$(node_ticks) loops_before=$(loop_ticks) drops_before=$(udp_drops)
+      before=$(node_ticks) loops_before=$(loop_ticks) drops_before=$(udp_counts "$at")
+      napi_before="$(napi_ticks abr-c0) $(napi_ticks abr-c1)"
       sleep "$phase"
-      after=$(node_ticks) loops_after=$(loop_ticks) drops_after=$(udp_drops)
+      after=$(node_ticks) loops_after=$(loop_ticks) drops_after=$(udp_counts "$at")
+      napi_after="$(napi_ticks abr-c0) $(napi_ticks abr-c1)"
       [ -z "$load" ] || wait "$load" || true
       sleep 3
-      tc -n "$namespace" -s class show dev lo >"$work/cost-$placement-$kind-$round-classes.txt"
-      # Cores over the phase (node, event loops), then the drops' and closed ports' counts in it.
-      cost_line+="$placement:$kind:$round $(python3 -c "print(round(($after - $before) / $hz / $phase, 3), round(($loops_after - $loops_before) / $hz / $phase, 3), *[int(y) - int(x) for x, y in zip('$drops_before'.split(), '$drops_after'.split())])") "
+      # Cores over the phase (node, event loops, the node's receive thread, the viewers'), then the
+      # datagrams taken, dropped and sent to closed ports in it.
+      cost_line+="$link:$kind:$round $(python3 -c "
+b, a = '$napi_before'.split(), '$napi_after'.split()
+print(round(($after - $before) / $hz / $phase, 3), round(($loops_after - $loops_before) / $hz / $phase, 3),
+      *[round((int(y) - int(x)) / $hz / $phase, 3) for x, y in zip(b, a)],
+      *[int(y) - int(x) for x, y in zip('$drops_before'.split(), '$drops_after'.split())])") "
     done
     done
   done
-  place_receive shared
 fi
 
 # Clean links: four viewers for CLEAN_MINUTES, no moves and no dropped pictures expected.
@@ -255,7 +284,7 @@ if [ "$clean_minutes" -gt 0 ]; then
   shape 100000
   clean_viewers=()
   for index in 1 2 3 4; do
-    inside python3 Tests/Peers/chromium-whep-check.py "http://127.0.0.1:$http/play/$clean_stream" $((clean_minutes * 60)) 0 \
+    inside python3 Tests/Peers/chromium-whep-check.py "http://$node_address:$http/play/$clean_stream" $((clean_minutes * 60)) 0 \
       >"$work/clean-$index.jsonl" 2>/dev/null &
     clean_viewers+=($!)
   done
@@ -264,9 +293,9 @@ if [ "$clean_minutes" -gt 0 ]; then
   echo "$moves_before $(grep -c "moves to another level" "$work/serve.log" || true)" >"$work/clean-moves.txt"
 fi
 
-python3 - "$work" "$count" "$seconds" "$cost_line" <<'PY'
+python3 - "$work" "$count" "$seconds" "$cost_line" "$phase" <<'PY'
 import json, math, os, re, sys, datetime
-work, count, seconds, cost = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+work, count, seconds, cost, seconds_per_phase = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 links = json.load(open(f"{work}/links.json"))
 def oracles(kind):
     text = open(f"{work}/oracle-{kind}.jsonl").read().strip() if os.path.exists(f"{work}/oracle-{kind}.jsonl") else ""
@@ -334,26 +363,31 @@ for line in latency:
     print(f"\n{line} (the video's estimatedPlayoutTimestamp in the sender's NTP time, which the node's sender reports set to when it had each picture, against the browser's clock on the same machine)")
 if cost:
     words = cost.split()
-    phases = {tuple(words[i].split(":")): (float(words[i + 1]), float(words[i + 2]), int(words[i + 3]), int(words[i + 4])) for i in range(0, len(words), 5)}
-    print("\n| receive path | round | phase | node cores | event-loop cores | viewers playing | still connected | datagrams dropped at full receive buffers | to closed ports |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for (placement, kind, round_), (node, loops, overflowed, closed) in phases.items():
-        path = f"{work}/cost-{placement}-{kind}-{round_}.json"
+    # Per phase: the node's process, its event loops, its receive thread, the viewers' receive
+    # thread (both zero on loopback, where receive runs in the senders' calls), drops, closed ports.
+    phases = {tuple(words[i].split(":")): tuple(float(w) for w in words[i + 1:i + 5]) + tuple(int(w) for w in words[i + 5:i + 8])
+              for i in range(0, len(words), 8)}
+    print("\n| viewers' link | round | phase | node process cores | node's receive thread | event-loop cores | viewers' receive thread (not counted) | viewers playing | still connected | datagrams taken a second | dropped at full receive buffers | to closed ports |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for (link, kind, round_), (node, loops, receive, viewers_receive, taken, overflowed, closed) in phases.items():
+        path = f"{work}/cost-{link}-{kind}-{round_}.json"
         run = json.loads(open(path).read() or "{}") if os.path.exists(path) else {}
-        print(f"| {placement} | {round_} | {kind} | {node:.3f} | {loops:.3f} | {run.get('playing', '–')}/{run.get('viewers', '–')} | {run.get('connected', '–')} | {overflowed} | {closed} |")
+        print(f"| {link} | {round_} | {kind} | {node:.3f} | {receive:.3f} | {loops:.3f} | {viewers_receive:.3f} | {run.get('playing', '–')}/{run.get('viewers', '–')} | {run.get('connected', '–')} | {taken / seconds_per_phase:.0f} | {overflowed} | {closed} |")
     ratio = lambda a, b: f"{a:.3f} / {b:.3f} cores = {a / max(1e-3, b):.2f}x"
-    for placement in dict.fromkeys(key[0] for key in phases):
-        rounds = [r for r in dict.fromkeys(key[2] for key in phases if key[0] == placement)
-                  if all((placement, k, r) in phases for k in ("idle", "webrtc", "rtsp"))]
-        # What each round's viewers cost beyond that round's idle phase (the encoding alone).
-        extra = {(kind, i): [phases[(placement, kind, r)][i] - phases[(placement, "idle", r)][i] for r in rounds]
+    for link in dict.fromkeys(key[0] for key in phases):
+        rounds = [r for r in dict.fromkeys(key[2] for key in phases if key[0] == link)
+                  if all((link, k, r) in phases for k in ("idle", "webrtc", "rtsp"))]
+        # What each round's viewers cost beyond that round's idle phase (the encoding alone): the
+        # whole node (its process and its receive thread), and its event loops.
+        figures = lambda p: (p[0] + p[2], p[1])
+        extra = {(kind, i): [figures(phases[(link, kind, r)])[i] - figures(phases[(link, "idle", r)])[i] for r in rounds]
                  for kind in ("webrtc", "rtsp") for i in (0, 1)}
         for index, r in enumerate(rounds):
-            print(f"\nWebRTC over RTSP, beyond the encoding, receive path {placement}, round {r}: whole node "
+            print(f"\nWebRTC over RTSP, beyond the encoding, viewers on {link}, round {r}: whole node "
                   f"{ratio(extra[('webrtc', 0)][index], extra[('rtsp', 0)][index])}; event loops {ratio(extra[('webrtc', 1)][index], extra[('rtsp', 1)][index])}")
         if len(rounds) > 1:
             median = lambda values: sorted(values)[len(values) // 2] if len(values) % 2 else sum(sorted(values)[len(values) // 2 - 1:len(values) // 2 + 1]) / 2
-            print(f"\nWebRTC over RTSP, medians of {len(rounds)} rounds, receive path {placement}: whole node "
+            print(f"\nWebRTC over RTSP, medians of {len(rounds)} rounds, viewers on {link}: whole node "
                   f"{ratio(median(extra[('webrtc', 0)]), median(extra[('rtsp', 0)]))}; event loops {ratio(median(extra[('webrtc', 1)]), median(extra[('rtsp', 1)]))}")
 clean = [f"{work}/clean-{i}.jsonl" for i in range(1, 5) if os.path.exists(f"{work}/clean-{i}.jsonl")]
 if clean:
