@@ -22,7 +22,8 @@ public final class WebRTCService: Sendable {
         public var host = "127.0.0.1"
         /// The one UDP port (MediaMTX's default for WebRTC media).
         public var port = 8189
-        /// Addresses announced as host candidates (NAT, Kubernetes); empty: the listening address.
+        /// Addresses announced as host candidates (NAT, Kubernetes); empty: the listening address
+        /// (on a wildcard, the node's interfaces' addresses: `announcedHosts`).
         public var candidates: [String] = []
         /// Viewers at once, and from one IP address (as for RTSP connections).
         public var maximumSessions = 256
@@ -70,6 +71,8 @@ public final class WebRTCService: Sendable {
         var byID: [String: WebRTCViewer] = [:]
         var byAddress: [SocketAddress: WebRTCViewer] = [:]
         var sweep: RepeatedTask?
+        /// The host candidates every answer carries (`announcedHosts`, at start).
+        var announced: [String] = []
     }
 
     public init(configuration: Configuration, registry: StreamRegistry, logger: Logger = Logger(label: "abr.webrtc")) throws {
@@ -94,14 +97,21 @@ public final class WebRTCService: Sendable {
                 }
                 .bind(host: configuration.host, port: configuration.port).wait()
             let port = channel.localAddress?.port ?? configuration.port
+            let interfaces = ((try? System.enumerateDevices()) ?? []).compactMap { device -> String? in
+                guard case .v4 = device.address else { return nil }
+                return device.address?.ipAddress
+            }
+            let announced = Self.announcedHosts(candidates: configuration.candidates, host: configuration.host, interfaceAddresses: interfaces)
             let sweep = channel.eventLoop.scheduleRepeatedTask(initialDelay: .seconds(1), delay: .seconds(1)) { [self] _ in expire() }
             state.withLock {
                 $0.channel = channel
                 $0.group = group
                 $0.port = port
                 $0.sweep = sweep
+                $0.announced = announced
             }
-            logger.info("WebRTC listening", metadata: ["webrtc.port": "\(port)", "dtls.fingerprint": "\(identity.fingerprint)"])
+            logger.info("WebRTC listening", metadata: ["webrtc.port": "\(port)", "webrtc.candidates": "\(announced.joined(separator: ", "))",
+                                                       "dtls.fingerprint": "\(identity.fingerprint)"])
             return port
         } catch {
             try? group.syncShutdownGracefully()
@@ -110,6 +120,22 @@ public final class WebRTCService: Sendable {
     }
 
     public var port: Int { state.withLock { $0.port } }
+    /// The host candidates answers carry (set at start).
+    public var announcedCandidates: [String] { state.withLock { $0.announced } }
+
+    /// The host candidates a viewer is offered: the operator's (`--webrtc-candidate`), else the
+    /// listening address. On a wildcard (`0.0.0.0`) that address names no host, so the node offers
+    /// every IPv4 address of its interfaces, loopback last, as MediaMTX gathers them: a browser
+    /// on another host then reaches the node without `--webrtc-candidate` (it had been offered
+    /// 127.0.0.1 alone, and could not).
+    static func announcedHosts(candidates: [String], host: String, interfaceAddresses: [String]) -> [String] {
+        guard candidates.isEmpty else { return candidates }
+        guard host == "0.0.0.0" else { return [host] }
+        var seen = Set<String>()
+        let unique = interfaceAddresses.filter { seen.insert($0).inserted }
+        let ordered = unique.filter { !$0.hasPrefix("127.") } + unique.filter { $0.hasPrefix("127.") }
+        return ordered.isEmpty ? ["127.0.0.1"] : ordered
+    }
 
     public func shutdown() {
         let (channel, group, viewers, sweep) = state.withLock { state in
@@ -151,13 +177,12 @@ public final class WebRTCService: Sendable {
         }
         guard video.sps.count >= 4 else { throw Refusal(status: 406, reason: "the stream's SPS is too short to name its profile") }
         let profile = lowercaseHex(video.sps[1...3])
-        let (channel, port) = state.withLock { ($0.channel, $0.port) }
+        let (channel, port, hosts) = state.withLock { ($0.channel, $0.port, $0.announced) }
         guard let channel else { throw Refusal(status: 503, reason: "WebRTC is not listening") }
         guard quota.admit(address) else {
             refusals.log(logger, "WebRTC session refused: too many sessions", kind: "sessions", metadata: ["webrtc.address": "\(address)"])
             throw Refusal(status: 503, reason: "too many WebRTC sessions (\(quota.total) in all, \(quota.perAddress) from one address)")
         }
-        let hosts = configuration.candidates.isEmpty ? [configuration.host == "0.0.0.0" ? "127.0.0.1" : configuration.host] : configuration.candidates
         var generator = SystemRandomNumberGenerator()
         let ufrag = Self.token(8, using: &generator)
         let plan = WHEPAnswer.Plan(iceUfrag: ufrag, icePassword: Self.token(24, using: &generator), fingerprint: identity.fingerprint,

@@ -48,7 +48,7 @@ struct Serve: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "UDP port for WebRTC viewers (WHEP at http://HOST:HTTP-PORT/whep/<stream guid>); 0 picks a free one, -1 turns WebRTC off.")
     var webrtcPort = 8189
 
-    @Option(help: "An address browsers reach the WebRTC port at, announced as a host candidate (repeatable; for NAT and Kubernetes). Default: the listening address.")
+    @Option(help: "An address browsers reach the WebRTC port at, announced as a host candidate (repeatable; for NAT and Kubernetes). Default: the listening address; on 0.0.0.0, every IPv4 address of the node's interfaces.")
     var webrtcCandidate: [String] = []
 
     @Option(help: "SRT receive latency in milliseconds (how long a lost packet may be waited for).")

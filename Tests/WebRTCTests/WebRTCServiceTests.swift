@@ -75,6 +75,29 @@ import WebRTCTransport
         #expect(second.webRTCRefusal == nil)
     }
 
+    /// The candidates a viewer is offered: the operator's, else the listening address; on a
+    /// wildcard every IPv4 address of the node's interfaces, loopback last, each once.
+    @Test func aWildcardListenerOffersTheNodesInterfacesLoopbackLast() throws {
+        #expect(WebRTCService.announcedHosts(candidates: ["203.0.113.7"], host: "0.0.0.0", interfaceAddresses: ["10.0.0.5"]) == ["203.0.113.7"])
+        #expect(WebRTCService.announcedHosts(candidates: [], host: "10.0.0.5", interfaceAddresses: ["10.0.0.5", "127.0.0.1"]) == ["10.0.0.5"])
+        #expect(WebRTCService.announcedHosts(candidates: [], host: "0.0.0.0", interfaceAddresses: ["127.0.0.1", "10.0.0.5", "172.17.0.1", "10.0.0.5"])
+            == ["10.0.0.5", "172.17.0.1", "127.0.0.1"])
+        #expect(WebRTCService.announcedHosts(candidates: [], host: "0.0.0.0", interfaceAddresses: []) == ["127.0.0.1"])
+        // A real service on the wildcard: this machine's own interfaces.
+        var configuration = WebRTCService.Configuration()
+        configuration.host = "0.0.0.0"
+        configuration.port = 0
+        let service = try WebRTCService(configuration: configuration, registry: StreamRegistry())
+        _ = try service.start()
+        defer { service.shutdown() }
+        let interfaces = try System.enumerateDevices().compactMap { device -> String? in
+            guard case .v4 = device.address else { return nil }
+            return device.address?.ipAddress
+        }
+        #expect(Set(service.announcedCandidates) == Set(interfaces), "\(service.announcedCandidates) against \(interfaces)")
+        #expect(service.announcedCandidates.last?.hasPrefix("127.") == true)
+    }
+
     /// Only the kernel's refusal to segment turns segmented sends off; a send that failed for
     /// its own reasons (a socket buffer full for a moment) changes nothing.
     @Test func onlyTheKernelsRefusalTurnsSegmentedSendsOff() throws {
