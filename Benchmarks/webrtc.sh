@@ -224,9 +224,10 @@ done
 
 # The cost: N aiortc viewers of the top (their decoders left out: the node's cost is what is
 # measured, and N decoders would take the machine from it), then N RTSP/TCP players of the top,
-# after a phase with no viewers (the ladder's encoding alone). Each phase: the whole node's cores,
-# and its event-loop threads' (NIO-ELT: RTSP's and WebRTC's, where packets are sealed, paced and
-# sent), which the encoders' own variation does not blur.
+# after a phase with no viewers (the ladder's encoding alone). Each phase: the whole node's cores
+# (its process, and on the veth link the kernel thread that receives for it), and its event-loop
+# threads' (NIO-ELT: RTSP's and WebRTC's, where packets are sealed, paced and sent), which the
+# encoders' own variation does not blur.
 hz=$(getconf CLK_TCK)
 # Ticks of the kernel threads that receive for one end of the pair (`napi/abr-c0-<id>`).
 napi_ticks() { # device
@@ -243,7 +244,7 @@ udp_counts() { ip netns exec "$1" nstat -az UdpInDatagrams UdpRcvbufErrors UdpNo
 loop_ticks() { event_loop_ticks "$node_pid"; }
 cost_line=""
 if [ "$viewers" -gt 0 ]; then
-  # WebRTC's datagrams take the RTSP players' default class, unshaped: at 100 Mbit/s the shaped
+  # On loopback WebRTC's datagrams take the RTSP players' default class, unshaped: at 100 Mbit/s the shaped
   # class itself throttled 50 viewers of a 2 Mbit/s top (its drops came back as NACKs and
   # resends), and its packet splitter's timers cost the sender more than sending did.
   link_filter del
@@ -259,10 +260,10 @@ if [ "$viewers" -gt 0 ]; then
         load=$!
       fi
       sleep 8  # joined and caught up
-      before=$(node_ticks) loops_before=$(loop_ticks) drops_before=$(udp_counts "$at")
+      before=$(node_ticks) loops_before=$(loop_ticks) counts_before=$(udp_counts "$at")
       napi_before="$(napi_ticks abr-c0) $(napi_ticks abr-c1)"
       sleep "$phase"
-      after=$(node_ticks) loops_after=$(loop_ticks) drops_after=$(udp_counts "$at")
+      after=$(node_ticks) loops_after=$(loop_ticks) counts_after=$(udp_counts "$at")
       napi_after="$(napi_ticks abr-c0) $(napi_ticks abr-c1)"
       [ -z "$load" ] || wait "$load" || true
       sleep 3
@@ -272,7 +273,7 @@ if [ "$viewers" -gt 0 ]; then
 b, a = '$napi_before'.split(), '$napi_after'.split()
 print(round(($after - $before) / $hz / $phase, 3), round(($loops_after - $loops_before) / $hz / $phase, 3),
       *[round((int(y) - int(x)) / $hz / $phase, 3) for x, y in zip(b, a)],
-      *[int(y) - int(x) for x, y in zip('$drops_before'.split(), '$drops_after'.split())])") "
+      *[int(y) - int(x) for x, y in zip('$counts_before'.split(), '$counts_after'.split())])") "
     done
     done
   done
