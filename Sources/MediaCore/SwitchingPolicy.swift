@@ -125,9 +125,16 @@ public struct SwitchingPolicy: Sendable {
         /// limited by the sender. A burst can inflate it several times, so it never moves a
         /// player; it only says, the moment an outage ends, that the link carries data again.
         public var latestRate: Double?
+        /// Seconds before `time` that the sample's loss and backlog speak for (0: a moment). A
+        /// receiver report covers the seconds since the one before: ffmpeg, which reports after
+        /// each 280 KB it receives, sends one every 7 s on a 300 kbit/s rung. Counting clean time
+        /// only from each report's arrival held such a player on its lowest rung for 30–60 s
+        /// after its link came back (two clean reports before a probe could start).
+        public var covers: Double
 
         public init(time: Double, estimate: Double?, appLimited: Bool = false, lossFraction: Double = 0, backlogSeconds: Double = 0,
-                    received: Double? = nil, latestRate: Double? = nil) {
+                    received: Double? = nil, latestRate: Double? = nil, covers: Double = 0) {
+            self.covers = covers.isFinite ? max(0, covers) : 0
             self.latestRate = latestRate
             self.time = time
             self.estimate = estimate
@@ -211,7 +218,12 @@ public struct SwitchingPolicy: Sendable {
     /// When the player last moved (unlike `settledAt`, which a probe's end also pushes back).
     private var lastMoveAt = -Double.infinity
     private var bestWhileBad: Double?
+    /// Since `badSince`: every measurement was the transport's freshest rate sample alone.
+    private var measuredOnlyByLatest = true
     private var cleanSince: Double?
+    /// When the last evidence that was not clean (or a move, a skip) ended: a clean stretch that
+    /// a sample covers back in time starts no earlier.
+    private var uncleanAt = -Double.infinity
     private var currentUpHold = 6.0
     private var probeHold = 6.0
     private var lastUp: (time: Double, from: Int)?
@@ -317,7 +329,7 @@ public struct SwitchingPolicy: Sendable {
                 if let latest = sample.latestRate, latest.isFinite, latest >= Double(current.bitRate) * 1.2 { return .stay }
                 lastSkip = now
                 badSince = now
-                cleanSince = nil
+                cleanUntil(now)
                 return .skipToLiveEdge
             }
             return moveDown(to: lower(sample.estimate.map(highestCarried)), now: now, flush: true,
@@ -336,9 +348,11 @@ public struct SwitchingPolicy: Sendable {
         // burst or ACK compression makes such a sample read high, never low). Waiting for the
         // saturated run, a player on a 3G link that fell from 1.5 Mbit/s to 570 kbit/s under a
         // 1.1 Mbit/s rung missed the grid IDR just after it and froze for a keyframe interval.
+        var measuredByLatest = false
         if measured == nil, let latest = sample.latestRate, latest < Double(current.bitRate) * shortfall,
            sample.backlogSeconds >= downBacklog, let previous = previousBacklog, sample.backlogSeconds > previous + 0.05 {
             measured = latest
+            measuredByLatest = true
         }
         // Right after a move, the queue still holds the old rung's media, counted in seconds of the
         // new one: it says nothing about the new rung until it has had time to drain.
@@ -397,7 +411,7 @@ public struct SwitchingPolicy: Sendable {
                     // Loss or queueing while probing is the probe's own doing: it ends, and only
                     // what the link shows without it can move the player down.
                     if bad {
-                        cleanSince = nil
+                        cleanUntil(now)
                         return .stay
                     }
                 }
@@ -407,18 +421,20 @@ public struct SwitchingPolicy: Sendable {
         }
 
         if bad {
-            cleanSince = nil
+            cleanUntil(now)
             if badSince == nil {
                 badSince = now
                 collapsedSamples = 0
                 shortSamples = 0
                 shortDoubted = false
                 bestWhileBad = nil
+                measuredOnlyByLatest = true
             }
             // One sample can catch TCP in loss recovery or a reader's hiccup: a collapse is two in a
             // row under half the rung, and the move goes to what the best of the bad samples carries.
             if let measured {
                 bestWhileBad = max(bestWhileBad ?? measured, measured)
+                measuredOnlyByLatest = measuredOnlyByLatest && measuredByLatest
                 collapsedSamples = measured < Double(current.bitRate) / 2 ? collapsedSamples + 1 : 0
             }
             // A link measured saturated over half a second (`LinkEstimator`: several bursts'
@@ -457,7 +473,13 @@ public struct SwitchingPolicy: Sendable {
                 // alone moves the player only as far as the best carries: right after a probe a
                 // reader's link once read 785 kbit/s for a moment on a 1.3 Mbit/s link.
                 let overrun = backlogBad || lossBad || collapsedSamples >= 2 || shortSamples >= 2
-                let target = overrun ? lower(best.map(highestCarried)) : (best.map(highestCarried) ?? lower(nil))
+                var target = overrun ? lower(best.map(highestCarried)) : (best.map(highestCarried) ?? lower(nil))
+                // The freshest rate sample alone moves the player one rung: it can read half the
+                // link when the reader is slow to acknowledge (a player on a link stepped from wide
+                // to 1.3 Mbit/s read 710 kbit/s in its first full half second, against 1.31 Mbit/s
+                // received over that second, and was moved from 720p past the 480p rung it
+                // carried). The saturated run half a second later moves it further if need be.
+                if measuredOnlyByLatest, bestWhileBad != nil, !backlogBad, !lossBad, target.level > lower(nil).level { target = lower(nil) }
                 if target.level > level {
                     let why = lossBad ? "loss \(Int(sample.lossFraction * 100)) %"
                         : backlogBad ? "\(format(sample.backlogSeconds)) s backlog"
@@ -483,10 +505,11 @@ public struct SwitchingPolicy: Sendable {
 
         let clean = sample.lossFraction < lossForClean && sample.backlogSeconds <= cleanBacklog
         guard clean else {
-            cleanSince = nil
+            cleanUntil(now)
             return .stay
         }
-        if cleanSince == nil { cleanSince = now }
+        // A sample that covers seconds (a receiver report's interval) was clean all that time.
+        if cleanSince == nil { cleanSince = max(uncleanAt, now - sample.covers) }
         // The first clean sample after skipping: the outage is over. What a failed climb or a
         // fruitless probe taught about the link before it says nothing about the link now.
         if lastSkip != nil {
@@ -504,6 +527,12 @@ public struct SwitchingPolicy: Sendable {
         // The link has shown no more than the current rung uses: look further before moving.
         probe = (target.level, now + probeDuration, 0)
         return .probe(bitRate: Int((Double(target.bitRate) * Self.probeOffer).rounded()))
+    }
+
+    /// The clean stretch, if any, ends at `now`.
+    private mutating func cleanUntil(_ now: Double) {
+        cleanSince = nil
+        uncleanAt = now
     }
 
     /// `candidate` when it is below the current rung, else the rung just below (or the lowest).
@@ -537,7 +566,7 @@ public struct SwitchingPolicy: Sendable {
         lastMoveAt = now
         settledAt = now + settleTime
         badSince = nil
-        cleanSince = nil
+        cleanUntil(now)
         probe = nil
         return .switchTo(level: target.level, flush: flush, reason: reason)
     }

@@ -177,12 +177,15 @@ final class PlayerAdaptation: Sendable {
                 capped = true
             }
             let appLimited = !capped && backlog < 0.1 && reading.lossFraction < 0.02
+            logger.trace("report", metadata: ["estimate": "\(Int(estimate ?? -1))", "backlog": "\(backlog)", "loss": "\(reading.lossFraction)",
+                                              "interval": "\(reading.interval ?? -1)", "roundTrip": "\(reading.roundTrip ?? -1)",
+                                              "padding": "\(padding)", "upHold": "\(state.policy?.upHoldNow ?? -1)"])
             // A report covers a second or more of datagrams, each sent on its own (no window of
             // acknowledgements to release them in bursts): what it says arrived is evidence a move
             // up may rest on.
             return SwitchingPolicy.Sample(time: now, estimate: estimate, appLimited: appLimited,
                                           lossFraction: reading.lossFraction, backlogSeconds: backlog,
-                                          received: (reading.interval ?? 0) >= 1 ? estimate : nil)
+                                          received: (reading.interval ?? 0) >= 1 ? estimate : nil, covers: reading.interval ?? 0)
         }
     }
 
@@ -219,7 +222,7 @@ final class PlayerAdaptation: Sendable {
                                                lowestVideoOnTheWire: Double(lowest.bitRate) - audioCost, at: sample.time)
                 if after != before { audio = after }
             }
-            return (decision, state.policy!.probeDuration, audio)
+            return (decision, profile.paddingSeconds(probe: state.policy!.probeDuration, reportInterval: state.reportInterval), audio)
         }
         if let audio {
             subscriber.audioRendition = audio
@@ -339,6 +342,15 @@ struct AdaptationProfile: Equatable {
     init(_ transport: PlayerTransport) {
         paced = transport is SinkTransport
         evidence = transport.sentMedia != nil ? .receiverReports : paced ? .transportFeedback : .tcpInfo
+    }
+
+    /// How long a probe's padding may flow: the probe's duration, and for a player judged on its
+    /// reports, up to one report interval more. The policy judges a probe on the first sample
+    /// after its end and stops the padding then; padding that stopped at the end slowed ffmpeg's
+    /// reports (one per 280 KB received) back to the rung's pace, and the judging report came
+    /// 4–5 s late on a 300 kbit/s rung.
+    func paddingSeconds(probe: Double, reportInterval: Double) -> Double {
+        evidence == .receiverReports ? probe + min(10, max(0, reportInterval)) : probe
     }
 
     /// How long a probe lasts and how it is judged.

@@ -83,7 +83,7 @@ import TestSupport
         try Data(Self.stepLadder.utf8).write(to: provision)
         let node = try ServeProcess(dataDirectory: folder.appendingPathComponent("data"),
                                     arguments: ["--rtp-port", String(rtpPort), "--provision", provision.path],
-                                    launcher: namespace.launcher)
+                                    environment: ["ABR_WORKER_LOG_LEVEL": "trace"], launcher: namespace.launcher)
         defer { node.stop() }
         let rtspPort = try #require(Int(node.rtspBase.split(separator: ":").last ?? ""))
         let url = "rtsp://127.0.0.1:\(rtspPort)/live/stream1_1"
@@ -151,8 +151,12 @@ import TestSupport
         let udpClass = try namespace.shape(matching: [["ip", "protocol", "17", "0xff"], ["ip", "sport", String(rtpPort), "0xffff"]],
                                            kilobits: wide)
         let tcpAddresses = [tcpPlayer.address, gstreamerPlayer.address]
-        // The node's account of each move, for a failure's message.
-        var moves: String { node.log.split(separator: "\n").filter { $0.contains("player moves") || $0.contains("player skips") }.joined(separator: "\n") }
+        // The node's account of each move, its probes and the UDP player's reports (logged at
+        // trace, as the TCP players' samples, which are too many to show), for a failure's message.
+        var moves: String {
+            node.log.split(separator: "\n").filter { line in ["player moves", "player skips", "probing", "probe ended", "] report"].contains { line.contains($0) } }
+                .joined(separator: "\n")
+        }
 
         // Wide: everyone stays on the top.
         Thread.sleep(forTimeInterval: 4)
@@ -167,7 +171,7 @@ import TestSupport
             let took = Self.seconds(until: node, address, timeout: 10) { $0.level == 2 }
             #expect(took != nil, "not on level 2 at 1.3 Mbit/s: \(Self.players(node))\n\(moves)")
         }
-        #expect(Self.seconds(until: node, udpPlayer.address, timeout: 20) { $0.level == 3 } != nil, "UDP player at 1 Mbit/s: \(Self.players(node))")
+        #expect(Self.seconds(until: node, udpPlayer.address, timeout: 20) { $0.level == 3 } != nil, "UDP player at 1 Mbit/s: \(Self.players(node))\n\(moves)")
         // The UDP player's link is wide again at once: judged on reports that come every few
         // seconds, it climbs while the TCP players go through the rest of their step.
         try namespace.setRate(udpClass, kilobits: wide)

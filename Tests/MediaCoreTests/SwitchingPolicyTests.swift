@@ -132,6 +132,31 @@ import Testing
         #expect(policy.upHoldNow == before * 2)
     }
 
+    /// A player that reports seldom (ffmpeg over RTSP/UDP: every 7 s on a 300 kbit/s rung): a
+    /// clean report speaks for the seconds since the one before, so the first clean report after
+    /// the loss starts a probe; but never for time before the last report that was not clean.
+    @Test func aCleanReportSpeaksForTheSecondsItCovers() {
+        var policy = SwitchingPolicy(rungs: Self.rungs, startingAt: 3)
+        func report(at time: Double, covers: Double, loss: Double = 0) -> SwitchingPolicy.Decision {
+            policy.observe(.init(time: time, estimate: 520_000, appLimited: loss == 0, lossFraction: loss, received: 520_000, covers: covers))
+        }
+        // The link was lossy until the report at 7 s; the next, 7 s later, is clean all along.
+        #expect(report(at: 7, covers: 7, loss: 0.14) == .stay)
+        #expect(report(at: 14, covers: 7) == .probe(bitRate: 1_562_500))
+
+        // Clean again, but a report that covers 10 s starts no earlier than the lossy one 4 s before it.
+        var slow = SwitchingPolicy(rungs: Self.rungs, startingAt: 3)
+        _ = slow.observe(.init(time: 10, estimate: 520_000, lossFraction: 0.2, covers: 7))
+        #expect(slow.observe(.init(time: 14, estimate: 520_000, appLimited: true, received: 520_000, covers: 10)) == .stay)
+        #expect(slow.observe(.init(time: 16.5, estimate: 520_000, appLimited: true, received: 520_000, covers: 2.5)) == .probe(bitRate: 1_562_500))
+
+        // Samples of a moment (TCP, transport-wide feedback) count clean time from their arrival, as before.
+        var moment = SwitchingPolicy(rungs: Self.rungs, startingAt: 3)
+        _ = moment.observe(.init(time: 0, estimate: 520_000, lossFraction: 0.2))
+        #expect(moment.observe(.init(time: 7, estimate: 520_000, appLimited: true, received: 520_000)) == .stay)
+        #expect(moment.observe(.init(time: 13, estimate: 520_000, appLimited: true, received: 520_000)) == .probe(bitRate: 1_562_500))
+    }
+
     /// A move down lands at the target's next IDR, up to a keyframe interval later; until then
     /// the old rung overfills the link, and the feedback reports that loss for a moment after
     /// landing. It is not the new rung's: the player stays. Loss that goes on is.

@@ -104,6 +104,17 @@ import Testing
         #expect(landing(.init(videoFactor: 1.04, besides: 90_000)) == 3, "with its audio, only the lowest rung fits")
     }
 
+    /// A player judged on its receiver reports keeps its probe's padding flowing until the report
+    /// that judges the probe (up to one report interval past its end); players judged on their
+    /// transport's own feedback stop at the probe's end, where the policy judges them.
+    @Test func aReportJudgedProbePadsUntilItsJudgingReport() {
+        let reports = AdaptationProfile(evidence: .receiverReports, paced: false)
+        #expect(reports.paddingSeconds(probe: 8, reportInterval: 6) == 14)
+        #expect(reports.paddingSeconds(probe: 8, reportInterval: 60) == 18, "a report interval counts at most 10 s")
+        #expect(AdaptationProfile(evidence: .tcpInfo, paced: false).paddingSeconds(probe: 3, reportInterval: 6) == 3)
+        #expect(AdaptationProfile(evidence: .transportFeedback, paced: true).paddingSeconds(probe: 4, reportInterval: 6) == 4)
+    }
+
     /// A WebRTC viewer's probe holds the bottleneck's queue short: a slice of padding waits while
     /// the latest feedback says more than `AdaptationProfile.probeQueueLimit` is queued, so a link that cannot carry
     /// the probe fills without overflowing (a probe that ran on until 0.3 s queued overflowed a
