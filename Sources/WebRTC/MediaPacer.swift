@@ -190,6 +190,22 @@ public struct MediaPacer: Sendable {
         return released
     }
 
+    /// When `release` may next let something go (seconds on the caller's clock; nil: nothing
+    /// waits): the first audio packet's due time, or when the video's budget is paid back. With
+    /// the congestion window full, `now`: feedback may open it at any moment, so the caller keeps
+    /// looking. The caller may release later (its timer's granularity), never usefully sooner.
+    public func nextRelease(at now: Double) -> Double? {
+        guard !isEmpty else { return nil }
+        if windowBlocked { return now }
+        var next = Double.infinity
+        if !queue.isEmpty || !resendQueue.isEmpty {
+            let bytesPerSecond = rate / 8
+            next = budget > 0 || bytesPerSecond <= 0 ? now : (lastRelease ?? now) + -budget / bytesPerSecond
+        }
+        if let audio = audioQueue.first { next = min(next, audio.due) }
+        return max(now, next)
+    }
+
     /// How long the oldest video queued has waited (seconds; 0 when none waits).
     public func oldestVideoWait(at now: Double) -> Double { queue.first.map { max(0, now - $0.queuedAt) } ?? 0 }
 

@@ -320,8 +320,8 @@ public final class WebRTCViewer: Sendable {
     /// add to a full link.
     private func retransmit(_ sequences: [UInt16]) {
         let extensionID = answer.transportSequenceExtension
-        let startsPacing = state.withLock { state -> Bool in
-            guard state.peer != nil, state.outbound != nil, !state.ended else { return false }
+        let paceIn = state.withLock { state -> Double? in
+            guard state.peer != nil, state.outbound != nil, !state.ended else { return nil }
             let now = clock.seconds
             let held = state.history.resend(sequences, at: now)
             var declined = 0
@@ -350,9 +350,9 @@ public final class WebRTCViewer: Sendable {
                 state.pacer.enqueue(.init(header: header, payload: packet.payload, carriesTransportSequence: extensionID != nil,
                                           isRetransmission: true), at: now)
             }
-            return Self.takesPacing(&state)
+            return Self.paceIn(&state, at: now)
         }
-        if startsPacing { service.startPacing(self) }
+        if let paceIn { service.pace(self, in: paceIn) }
     }
 
     /// Media for the browser: the answered payload type and SSRC (video or Opus), the
@@ -365,8 +365,8 @@ public final class WebRTCViewer: Sendable {
             guard let audioType = answer.audioPayloadType, let audioSSRC = plan.audioSSRC else { return }
             (payloadType, ssrc, extensionID) = (audioType, audioSSRC, answer.audioTransportSequenceExtension)
         }
-        let startsPacing = state.withLock { state -> Bool in
-            guard state.outbound != nil, state.peer != nil, !state.ended else { return false }
+        let paceIn = state.withLock { state -> Double? in
+            guard state.outbound != nil, state.peer != nil, !state.ended else { return nil }
             let now = clock.seconds
             var playoutDelay: (id: Int, minimum: Double)?
             if track == 0, let id = answer.playoutDelayExtension, let first = packets.first {
@@ -387,17 +387,19 @@ public final class WebRTCViewer: Sendable {
                 item.numberedAsItLeaves = true
                 state.pacer.enqueue(item, at: now)
             }
-            return Self.takesPacing(&state)
+            return Self.paceIn(&state, at: now)
         }
-        if startsPacing { service.startPacing(self) }
+        if let paceIn { service.pace(self, in: paceIn) }
     }
 
-    /// Whoever finds the pacer idle with something in it hands the viewer to the service's
-    /// pacing tick (true: the caller does), which keeps it until `releasePaced()` finds it empty.
-    private static func takesPacing(_ state: inout State) -> Bool {
-        guard !state.pacing, !state.pacer.isEmpty else { return false }
+    /// Seconds until the pacer may let something go (nil: it holds nothing), for the service's
+    /// pacing timer, which keeps the viewer until `releasePaced()` finds the pacer empty. Asked
+    /// after every enqueue, not only by whoever finds the pacer idle: a picture that comes while
+    /// the pacer holds only audio due later must not wait for that audio.
+    private static func paceIn(_ state: inout State, at now: Double) -> Double? {
+        guard let next = state.pacer.nextRelease(at: now) else { return nil }
         state.pacing = true
-        return true
+        return next - now
     }
 
     /// What the path is taken to drain at: the estimate, or what arrived lately where more; but
@@ -450,18 +452,19 @@ public final class WebRTCViewer: Sendable {
     /// timestamps (when each picture was handed over) are when it reaches the browser.
     static let catchUpHeld = 24 * 1024
 
-    /// Whether media waits in the pacer (the service's pacing tick keeps the viewer until not).
+    /// Whether media waits in the pacer (the service's pacing timer keeps the viewer until not).
     var isPacing: Bool { state.withLock { $0.pacing } }
 
     /// Writes what the pacer lets go now at the end of `buffer`, the tick's, and says where
-    /// (nil: nothing); `more` is false once nothing waits. Called by the service's pacing tick on
-    /// the port's event loop, which sends every viewer's datagrams in one flush.
-    func releasePaced(into buffer: inout ByteBuffer) -> (more: Bool, written: WebRTCService.PacedDatagrams?) {
-        let (written, more, droppedStale) = state.withLock { state -> (WebRTCService.PacedDatagrams?, Bool, PacketPlayer?) in
+    /// (nil: nothing); `next` is the seconds until the pacer may let more go, nil once nothing
+    /// waits. Called by the service's pacing timer on the port's event loop, which sends every
+    /// viewer's datagrams in one flush.
+    func releasePaced(into buffer: inout ByteBuffer) -> (next: Double?, written: WebRTCService.PacedDatagrams?) {
+        let (written, next, droppedStale) = state.withLock { state -> (WebRTCService.PacedDatagrams?, Double?, PacketPlayer?) in
             guard !state.ended, let peer = state.peer else {
                 state.pacer.clear()
                 state.pacing = false
-                return (nil, false, nil)
+                return (nil, nil, nil)
             }
             let now = clock.seconds
             let congestionWindow = Self.congestionWindow(state, at: now)
@@ -479,8 +482,9 @@ public final class WebRTCViewer: Sendable {
                 state.history.forget()
                 droppedStale = state.player
             }
-            if state.pacer.isEmpty { state.pacing = false }
-            guard !items.isEmpty else { return (nil, state.pacing, droppedStale) }
+            let next = state.pacer.nextRelease(at: now).map { $0 - now }
+            if next == nil { state.pacing = false }
+            guard !items.isEmpty else { return (nil, next, droppedStale) }
             var written = WebRTCService.PacedDatagrams(peer: peer, offset: buffer.writerIndex, sizes: [])
             written.sizes.reserveCapacity(items.count)
             for item in items {
@@ -490,13 +494,13 @@ public final class WebRTCViewer: Sendable {
                 if item.isRetransmission { state.retransmissions += 1 } else { state.packetsSent += 1 }
                 state.bytesSent += length
             }
-            return (written.sizes.isEmpty ? nil : written, state.pacing, droppedStale)
+            return (written.sizes.isEmpty ? nil : written, next, droppedStale)
         }
         if let droppedStale {
             droppedStale.skipToNextKeyframe()
             logger.info("WebRTC viewer's video waited too long behind its congestion window: it goes on from the next keyframe")
         }
-        return (more, written)
+        return (next, written)
     }
 
     /// A packet leaving now, written protected at the end of `buffer`: its transport-wide

@@ -91,6 +91,44 @@ import Testing
         #expect(pacer.release(at: 1).map(\.isVideo) == [false, true, true])
     }
 
+    /// Released only when it says something may leave (and no more often than every 5 ms, as the
+    /// service's timer does), a keyframe leaves as it does released every 5 ms; between pictures
+    /// only the audio's due times wake the caller, and nothing once all has left.
+    @Test func itSaysWhenItMayReleaseNext() {
+        // A 60 KB keyframe over a 1.2 Mbit/s estimate; the caller looks every 5 ms, or only when due.
+        func keyframe(wakingWhenDue: Bool) -> (lastLeft: Double, wakes: Int, pacer: MediaPacer) {
+            var pacer = MediaPacer()
+            pacer.linkRate = 1_200_000
+            for _ in 0..<50 { pacer.enqueue(Self.datagram(), at: 0) }
+            var now = 0.0, lastLeft = 0.0, wakes = 0
+            while !pacer.isEmpty, now < 2 {
+                wakes += 1
+                if !pacer.release(at: now).isEmpty { lastLeft = now }
+                now = wakingWhenDue ? max(now + 0.005, pacer.nextRelease(at: now) ?? 2) : now + 0.005
+            }
+            return (lastLeft, wakes, pacer)
+        }
+        let polled = keyframe(wakingWhenDue: false), woken = keyframe(wakingWhenDue: true)
+        #expect(woken.pacer.isEmpty && abs(woken.lastLeft - polled.lastLeft) <= 0.005,
+                "the keyframe's last packet left at \(woken.lastLeft), polled \(polled.lastLeft)")
+        #expect(woken.wakes <= polled.wakes)
+        #expect(woken.pacer.nextRelease(at: 2) == nil, "nothing waits")
+
+        // Audio due later: that is the next release, not the next tick.
+        var audio = MediaPacer()
+        audio.enqueue(Self.audio(), at: 10)
+        _ = audio.release(at: 10)
+        audio.enqueue(Self.audio(), at: 10.001)
+        let next = audio.nextRelease(at: 10.001)
+        #expect(next != nil && next! >= 10.001, "\(String(describing: next))")
+
+        // A full window: the caller keeps looking (feedback may open it at any moment).
+        var blocked = MediaPacer()
+        for _ in 0..<4 { blocked.enqueue(Self.datagram(), at: 0) }
+        _ = blocked.release(at: 0, window: 1000)
+        #expect(blocked.windowBlocked && blocked.nextRelease(at: 0.002) == 0.002)
+    }
+
     @Test func anIdlePacerLetsASmallPictureGoAtOnceAndClears() {
         var pacer = MediaPacer()
         pacer.enqueue(Self.datagram(), at: 0)
