@@ -64,7 +64,15 @@ public final class WebRTCService: Sendable {
     public var segmentedDatagrams: Int { segmentedCount.load(ordering: .relaxed) }
 
     struct State {
+        /// The port's socket: on the listening address, or the wildcard's catch-all.
         var channel: Channel?
+        /// On a wildcard, a socket on each IPv4 address of the node's interfaces, same port: a
+        /// reply leaves from the address the viewer reached (`replyVia`), which ICE requires
+        /// (RFC 8445 §7.2.5.2.1). The wildcard socket alone replies from whichever address the
+        /// kernel's route picks, and swift-nio cannot send with `IP_PKTINFO` to choose it.
+        var addressChannels: [Channel] = []
+        /// The socket each viewer's address reached, where not `channel`.
+        var replyVia: [SocketAddress: Channel] = [:]
         var group: MultiThreadedEventLoopGroup?
         var port = 0
         var byUfrag: [String: WebRTCViewer] = [:]
@@ -88,23 +96,38 @@ public final class WebRTCService: Sendable {
     public func start() throws -> Int {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         do {
-            let channel = try DatagramBootstrap(group: group)
+            // Every socket of the port on the one event loop: the pacing timer serves them all.
+            let bootstrap = DatagramBootstrap(group: group)
                 .channelOption(.socketOption(.so_reuseaddr), value: 1)
                 .channelOption(.socketOption(.so_rcvbuf), value: 4 << 20)
                 .channelOption(.socketOption(.so_sndbuf), value: 4 << 20)
                 .channelInitializer { [self] channel in
                     channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(DatagramHandler(service: self)) }
                 }
-                .bind(host: configuration.host, port: configuration.port).wait()
+            let channel = try bootstrap.bind(host: configuration.host, port: configuration.port).wait()
             let port = channel.localAddress?.port ?? configuration.port
             let interfaces = ((try? System.enumerateDevices()) ?? []).compactMap { device -> String? in
                 guard case .v4 = device.address else { return nil }
                 return device.address?.ipAddress
             }
+            var addressChannels: [Channel] = []
+            if configuration.host == "0.0.0.0" {
+                // The kernel gives a datagram to the socket bound to its destination address
+                // before the wildcard's; an address that cannot be bound stays with the wildcard.
+                for address in Set(interfaces).sorted() {
+                    do {
+                        addressChannels.append(try bootstrap.bind(host: address, port: port).wait())
+                    } catch {
+                        logger.warning("WebRTC: replies to viewers who reach this address may leave from another",
+                                       metadata: ["webrtc.address": "\(address)", "error": "\(error)"])
+                    }
+                }
+            }
             let announced = Self.announcedHosts(candidates: configuration.candidates, host: configuration.host, interfaceAddresses: interfaces)
             let sweep = channel.eventLoop.scheduleRepeatedTask(initialDelay: .seconds(1), delay: .seconds(1)) { [self] _ in expire() }
             state.withLock {
                 $0.channel = channel
+                $0.addressChannels = addressChannels
                 $0.group = group
                 $0.port = port
                 $0.sweep = sweep
@@ -138,15 +161,17 @@ public final class WebRTCService: Sendable {
     }
 
     public func shutdown() {
-        let (channel, group, viewers, sweep) = state.withLock { state in
+        let (channels, group, viewers, sweep) = state.withLock { state in
             defer {
                 state.byUfrag = [:]
                 state.byID = [:]
                 state.byAddress = [:]
+                state.replyVia = [:]
                 state.channel = nil
+                state.addressChannels = []
                 state.group = nil
             }
-            return (state.channel, state.group, Array(state.byID.values), state.sweep)
+            return (state.channel.map { [$0] + state.addressChannels } ?? [], state.group, Array(state.byID.values), state.sweep)
         }
         sweep?.cancel()
         pacing.withLock { pacing in
@@ -155,7 +180,7 @@ public final class WebRTCService: Sendable {
             pacing.viewers = [:]
         }
         for viewer in viewers { viewer.end(reason: "node shutting down") }
-        try? channel?.close().wait()
+        for channel in channels { try? channel.close().wait() }
         try? group?.syncShutdownGracefully()
     }
 
@@ -243,7 +268,8 @@ public final class WebRTCService: Sendable {
 
     // MARK: - Datagrams
 
-    func receive(_ bytes: [UInt8], from address: SocketAddress) {
+    /// A datagram from `address`, which reached the socket `channel`.
+    func receive(_ bytes: [UInt8], from address: SocketAddress, on channel: Channel) {
         guard let first = bytes.first else { return }
         if STUNMessage.mightBeSTUN(first) {
             let ip = address.ipAddress.flatMap(Self.addressBytes) ?? [0, 0, 0, 0]
@@ -252,16 +278,20 @@ public final class WebRTCService: Sendable {
             }
             switch outcome {
             case let .answer(response, ufrag, nominated):
-                send(response, to: address)
+                send([response], to: address, via: channel)
                 guard let viewer = state.withLock({ $0.byUfrag[ufrag] }) else { return }
                 if let previous = viewer.consent(from: address, nominated: nominated) {
                     state.withLock { state in
-                        if let previous { state.byAddress.removeValue(forKey: previous) }
+                        if let previous {
+                            state.byAddress.removeValue(forKey: previous)
+                            state.replyVia.removeValue(forKey: previous)
+                        }
                         state.byAddress[address] = viewer
+                        state.replyVia[address] = channel === state.channel ? nil : channel
                     }
                 }
             case let .refuse(response, reason):
-                if let response { send(response, to: address) }
+                if let response { send([response], to: address, via: channel) }
                 refusals.log(logger, "STUN refused: \(reason)", kind: "stun", metadata: ["webrtc.peer": "\(address)"])
             case .ignore:
                 break
@@ -363,8 +393,9 @@ public final class WebRTCService: Sendable {
             if let slice = buffer.getSlice(at: written.offset, length: length) { write(slice, sizes: written.sizes, to: written.peer) }
         }
         // Every viewer's datagrams of this tick leave in one flush: one `sendmmsg` for many
-        // viewers instead of a system call each.
+        // viewers instead of a system call each (a socket with nothing written returns at once).
         channel.flush()
+        for other in state.withLock({ $0.addressChannels }) { other.flush() }
         let now = NIODeadline.now()
         pacing.withLock { pacing in
             if buffer.capacity <= Self.keptTickBufferBytes { pacing.buffer = buffer }
@@ -379,8 +410,8 @@ public final class WebRTCService: Sendable {
 
     /// Datagrams for one peer (handshakes, STUN, RTCP), written together and flushed once: NIO
     /// hands a flush's datagrams to the kernel in one `sendmmsg`.
-    func send(_ datagrams: [[UInt8]], to address: SocketAddress) {
-        guard !datagrams.isEmpty, let channel = state.withLock({ $0.channel }) else { return }
+    func send(_ datagrams: [[UInt8]], to address: SocketAddress, via socket: Channel? = nil) {
+        guard !datagrams.isEmpty, let channel = socket ?? replyChannel(to: address) else { return }
         for bytes in datagrams {
             channel.write(AddressedEnvelope(remoteAddress: address, data: channel.allocator.buffer(bytes: bytes)), promise: nil)
         }
@@ -390,14 +421,19 @@ public final class WebRTCService: Sendable {
     /// `write(_:sizes:to:)`, flushed now (resends and probes, outside the pacing tick).
     func send(_ buffer: ByteBuffer, sizes: [Int], to address: SocketAddress) {
         write(buffer, sizes: sizes, to: address)
-        state.withLock { $0.channel }?.flush()
+        replyChannel(to: address)?.flush()
+    }
+
+    /// The socket replies to `address` leave from: the one it reached.
+    private func replyChannel(to address: SocketAddress) -> Channel? {
+        state.withLock { $0.replyVia[address] ?? $0.channel }
     }
 
     /// Datagrams for one peer laid end to end in `buffer` (`sizes` their lengths, in order),
     /// written for the pacing tick's flush: each run of one size goes as one segmented send
     /// (`SegmentedRuns`), the rest as plain datagrams. The slices share the buffer: no copies.
     func write(_ buffer: ByteBuffer, sizes: [Int], to address: SocketAddress) {
-        guard !sizes.isEmpty, let channel = state.withLock({ $0.channel }) else { return }
+        guard !sizes.isEmpty, let channel = replyChannel(to: address) else { return }
         let segmented = segmenting.load(ordering: .relaxed)
         var offset = buffer.readerIndex
         var watched = false
@@ -455,7 +491,10 @@ public final class WebRTCService: Sendable {
         let removed = state.withLock { state -> Bool in
             guard state.byID.removeValue(forKey: viewer.id) != nil else { return false }
             state.byUfrag.removeValue(forKey: viewer.credentials.localUfrag)
-            if let address = viewer.peerAddress { state.byAddress.removeValue(forKey: address) }
+            if let address = viewer.peerAddress {
+                state.byAddress.removeValue(forKey: address)
+                state.replyVia.removeValue(forKey: address)
+            }
             return true
         }
         if removed { quota.release(viewer.remoteAddress) }
@@ -491,7 +530,7 @@ final class DatagramHandler: ChannelInboundHandler, Sendable {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let envelope = unwrapInboundIn(data)
-        service.receive(Array(envelope.data.readableBytesView), from: envelope.remoteAddress)
+        service.receive(Array(envelope.data.readableBytesView), from: envelope.remoteAddress, on: context.channel)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {

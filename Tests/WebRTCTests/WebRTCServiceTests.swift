@@ -98,6 +98,75 @@ import WebRTCTransport
         #expect(service.announcedCandidates.last?.hasPrefix("127.") == true)
     }
 
+    /// On a wildcard, a reply leaves from the address the peer reached, as ICE requires (a
+    /// response from another address fails that candidate pair): STUN answers and refusals, and
+    /// once ICE is done the DTLS handshake. The wildcard socket alone replied to a peer on
+    /// 127.0.0.1 from 127.0.0.1, whichever of the node's addresses it had reached.
+    @Test func aWildcardListenerRepliesFromTheAddressReached() throws {
+        let registry = StreamRegistry()
+        registry.stream("live/where_1").setFormats(video: VideoFormat(sps: Self.sps, pps: Self.pps, frameRate: 30), audio: nil)
+        var configuration = WebRTCService.Configuration()
+        configuration.host = "0.0.0.0"
+        configuration.port = 0
+        let service = try WebRTCService(configuration: configuration, registry: registry)
+        let port = try service.start()
+        defer { service.shutdown() }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        defer { try? group.syncShutdownGracefully() }
+
+        /// A socket on 127.0.0.1 that keeps each datagram's source.
+        final class Recorder: ChannelInboundHandler, Sendable {
+            typealias InboundIn = AddressedEnvelope<ByteBuffer>
+            let received = Mutex<[(from: SocketAddress, bytes: [UInt8])]>([])
+            func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+                let envelope = unwrapInboundIn(data)
+                received.withLock { $0.append((envelope.remoteAddress, Array(envelope.data.readableBytesView))) }
+            }
+            func collect(seconds: Double, until condition: ([(from: SocketAddress, bytes: [UInt8])]) -> Bool) -> [(from: SocketAddress, bytes: [UInt8])] {
+                let end = DispatchTime.now().uptimeNanoseconds + UInt64(seconds * 1e9)
+                while DispatchTime.now().uptimeNanoseconds < end, !condition(received.withLock { $0 }) { usleep(10_000) }
+                return received.withLock { items in
+                    defer { items = [] }
+                    return items
+                }
+            }
+        }
+        let recorder = Recorder()
+        let client = try DatagramBootstrap(group: group)
+            .channelInitializer { channel in channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(recorder) } }
+            .bind(host: "127.0.0.1", port: 0).wait()
+        defer { try? client.close().wait() }
+        func send(_ bytes: [UInt8], to host: String) {
+            client.writeAndFlush(AddressedEnvelope(remoteAddress: try! SocketAddress(ipAddress: host, port: port), data: ByteBuffer(bytes: bytes)),
+                                 promise: nil)
+        }
+
+        // A binding for no session, to each address the node announces: refused from that address.
+        for host in service.announcedCandidates {
+            send(Self.binding(username: "nobody:here", key: "not-a-session-password"), to: host)
+            let replies = recorder.collect(seconds: 2) { !$0.isEmpty }
+            #expect(replies.count == 1 && replies.allSatisfy { $0.from.ipAddress == host && $0.from.port == port },
+                    "to \(host): \(replies.map { "\($0.from)" })")
+        }
+
+        // A session over the first address that is not loopback, where this machine has one.
+        guard let host = service.announcedCandidates.first(where: { !$0.hasPrefix("127.") }) else { return }
+        let browser = try DTLSIdentity()
+        let (_, answer) = try service.offer(Self.offer(ufrag: "away", password: "browser-password-0123456789", fingerprint: browser.fingerprint),
+                                            path: "live/where_1", pinned: false, from: "127.0.0.1")
+        let nodeUfrag = try #require(Self.line("a=ice-ufrag:", in: answer))
+        let nodePassword = try #require(Self.line("a=ice-pwd:", in: answer))
+        send(Self.binding(username: "\(nodeUfrag):away", key: nodePassword), to: host)
+        let answered = recorder.collect(seconds: 2) { !$0.isEmpty }
+        #expect(answered.contains { (try? STUNMessage.parse($0.bytes).message.messageClass) == .successResponse && $0.from.ipAddress == host },
+                "\(answered.map { "\($0.from)" })")
+        let dtls = try DTLSSession(identity: browser, client: true)
+        for datagram in dtls.start() { send(datagram, to: host) }
+        let flight = recorder.collect(seconds: 3) { $0.contains { (20...63).contains($0.bytes.first ?? 0) } }
+        let handshake = flight.filter { (20...63).contains($0.bytes.first ?? 0) }
+        #expect(!handshake.isEmpty && handshake.allSatisfy { $0.from.ipAddress == host }, "\(flight.map { "\($0.from)" })")
+    }
+
     /// Only the kernel's refusal to segment turns segmented sends off; a send that failed for
     /// its own reasons (a socket buffer full for a moment) changes nothing.
     @Test func onlyTheKernelsRefusalTurnsSegmentedSendsOff() throws {
