@@ -390,6 +390,33 @@ import Testing
         #expect(fall(latest: nil, backlogs: (0.0, 0.2)) == .stay)
         #expect(fall(latest: 570_000, backlogs: (0.2, 0.2)) == .stay)
         #expect(fall(latest: 950_000, backlogs: (0.0, 0.2)) == .stay)
+
+        // From the top, such a sample alone moves the player one rung, however low it reads (a
+        // reader slow to acknowledge read 710 kbit/s on a 1.3 Mbit/s link); the saturated run that
+        // follows, if it reads as low, moves it on.
+        var top = SwitchingPolicy(rungs: Self.rungs, startingAt: 1)
+        var time = 0.0
+        for _ in 0..<8 {
+            time += 0.5
+            _ = top.observe(.init(time: time, estimate: 2_000_000, appLimited: true, received: 2_000_000))
+        }
+        time += 0.5
+        _ = top.observe(.init(time: time, estimate: 1_900_000, appLimited: true, backlogSeconds: 0.03, received: 1_900_000))
+        time += 0.5
+        guard case .switchTo(2, _, _) = top.observe(.init(time: time, estimate: 1_300_000, appLimited: true, backlogSeconds: 0.16,
+                                                           received: 1_700_000, latestRate: 710_000)) else {
+            Issue.record("expected one rung down on a rate sample alone")
+            return
+        }
+        var decision = SwitchingPolicy.Decision.stay
+        for _ in 0..<4 where decision == .stay {
+            time += 0.5
+            decision = top.observe(.init(time: time, estimate: 600_000, backlogSeconds: 0.4, received: 900_000))
+        }
+        guard case .switchTo(3, _, _) = decision else {
+            Issue.record("expected a move on to level 3 once the link reads 600 kbit/s saturated, got \(decision)")
+            return
+        }
     }
 
     /// A link that falls under the current rung in the middle of a probe is not the probe's doing:
