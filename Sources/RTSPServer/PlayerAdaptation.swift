@@ -367,6 +367,9 @@ struct AdaptationProfile: Equatable {
             policy.probeDuration = 4
             policy.maximumProbeHold = 6
             policy.probeJudgedWhenFull = true
+            // Its pacer holds the probe's queue short (`probeQueueLimit`), so offering enough for
+            // two rungs costs a link that carries one no more than offering for one.
+            policy.probeReach = 2
             // The pacer holds the probe's queue at 0.1 s (`probeQueueLimit`): one that reaches
             // the clean limit anyway is a link that fell.
             policy.probeBacklogLimit = policy.cleanBacklog

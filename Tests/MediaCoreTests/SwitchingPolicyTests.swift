@@ -236,6 +236,43 @@ import Testing
         #expect(probeOn(linkCarrying: threshold * 1.08, judgedWhenFull: false) == .stay)
     }
 
+    /// With a reach of two rungs, a probe offers enough for the rung two up and moves the player
+    /// as far as what arrived over it shows the link carries: two rungs on a wide link, one on a
+    /// link that carries only the next. A reach of one offers and moves for the next rung alone.
+    @Test func aProbeWithAReachOfTwoMovesAsFarAsTheLinkShows() {
+        func probe(reach: Int, linkCarrying capacity: Double) -> (offered: SwitchingPolicy.Decision, moved: SwitchingPolicy.Decision) {
+            var policy = SwitchingPolicy(rungs: Self.rungs, startingAt: 3)
+            policy.probeReach = reach
+            var time = 0.0
+            let offered = Self.untilItProbes(&policy, time: &time, rate: 520_000)
+            var decision = SwitchingPolicy.Decision.stay
+            while time < 40, case .stay = decision {
+                time += 0.25
+                decision = policy.observe(.init(time: time, estimate: capacity, appLimited: true, received: capacity))
+            }
+            return (offered, decision)
+        }
+        // From 500 kbit/s: the top's 2 Mbit/s × 1.5625 offered; 2.5 Mbit/s received passes the top's threshold.
+        let wide = probe(reach: 2, linkCarrying: 2_500_000)
+        #expect(wide.offered == .probe(bitRate: 3_125_000))
+        guard case .switchTo(1, false, _) = wide.moved else {
+            Issue.record("expected two rungs up on a link that carries the top, got \(wide.moved)")
+            return
+        }
+        // 1.5 Mbit/s carries the middle rung (threshold 1.11 Mbit/s), not the top (2.22).
+        guard case .switchTo(2, false, _) = probe(reach: 2, linkCarrying: 1_500_000).moved else {
+            Issue.record("expected one rung up on a link that carries the next one only")
+            return
+        }
+        // A reach of one, as before: the next rung's offer and move, however wide the link.
+        let one = probe(reach: 1, linkCarrying: 2_500_000)
+        #expect(one.offered == .probe(bitRate: 1_562_500))
+        guard case .switchTo(2, false, _) = one.moved else {
+            Issue.record("expected the next rung with a reach of one, got \(one.moved)")
+            return
+        }
+    }
+
     /// A TCP player's probe queues its own outstanding allowance at a bottleneck that carries a
     /// little less than it: past the clean backlog, it goes on while the link reads full at about
     /// the threshold, and what arrived over its seconds moves the player up. A probe whose link
