@@ -370,7 +370,7 @@ struct AdaptationProfile: Equatable {
             // Its pacer holds the probe's queue short (`probeQueueLimit`), so offering enough for
             // two rungs costs a link that carries one no more than offering for one.
             policy.probeReach = 2
-            // The pacer holds the probe's queue at 0.1 s (`probeQueueLimit`): one that reaches
+            // The pacer holds the probe's queue at 0.06 s (`probeQueueLimit`): one that reaches
             // the clean limit anyway is a link that fell.
             policy.probeBacklogLimit = policy.cleanBacklog
         case .tcpInfo:
