@@ -229,7 +229,7 @@ public struct SwitchingPolicy: Sendable {
     private var lastUp: (time: Double, from: Int)?
     /// A probe under way: the rung it must show the link carries (the next one up), and the
     /// highest it offers enough for (`probeReach`).
-    private var probe: (level: Int, until: Double, best: Double, aimed: Int)?
+    private var probe: (level: Int, started: Double, until: Double, best: Double, aimed: Int)?
     private var lastSkip: Double?
     private var previousBacklog: Double?
     /// The previous sample's estimate of the full link (nil when it was app-limited).
@@ -270,7 +270,11 @@ public struct SwitchingPolicy: Sendable {
     /// Worth it where a probe that cannot succeed costs the media little: WebRTC's pacer holds a
     /// probe's queue at 0.06 s.
     public var probeReach = 1
+    /// The least a probe lasts before a sample that covers it alone may judge it (seconds).
+    static let minimumProbe = 3.0
     private var lastMoveWasDown = false
+    /// When the last move landed, as its caller saw it (`landed(at:)`).
+    private var landedAt = -Double.infinity
 
     /// - Parameters:
     ///   - rungs: the ladder, in any order (level 1 is the top).
@@ -351,6 +355,13 @@ public struct SwitchingPolicy: Sendable {
         // the link falls behind; a collapse to under half the rung counts at once.
         var measured = sample.appLimited ? nil : sample.estimate
         if let rate = measured, rate >= Double(current.bitRate) / 2, sample.backlogSeconds < downBacklog { measured = nil }
+        // A sample that covers seconds from before the last move landed (a UDP player's first
+        // receiver report after it) measured the old rung's pictures until the new rung's IDR,
+        // and that IDR still in flight: its rate says nothing of the new rung. Such a report, the
+        // old 300 kbit/s rung and then 480p's IDR, read 576 kbit/s with 0.2 s on the path, and
+        // moved an ffmpeg player straight back down from the 480p a probe had just shown its link
+        // carried (and the failed move doubled its next hold).
+        if sample.covers > 0, now - sample.covers < landedAt - 0.05 { measured = nil }
         // A link that fell a moment ago has no saturated run long enough to be measured yet, but
         // its media queue grows and the transport's freshest rate sample of the full link reads
         // it: together, and well under the rung, they speak for the link half a second sooner (a
@@ -385,7 +396,13 @@ public struct SwitchingPolicy: Sendable {
             let target = rungs.first { $0.level == running.level }
             let hopeless = sample.backlogSeconds > cleanBacklog && !sample.appLimited
                 && (sample.estimate ?? .infinity) < Double(target?.upswitchAbove ?? 0) * shortfall
-            if now >= running.until || bad || sample.backlogSeconds > probeBacklogLimit || hopeless {
+            // A sample that covers seconds (a receiver report) and lies wholly within the probe has
+            // judged it once the probe has run `minimumProbe`: a player whose reports come faster
+            // with the padding (ffmpeg's, per 280 KB received) need not wait out a duration sized
+            // for its reports' pace before it.
+            let covered = sample.covers >= 1 && now - sample.covers >= running.started && now - running.started >= Self.minimumProbe
+            let judged = now >= running.until || covered
+            if judged || bad || sample.backlogSeconds > probeBacklogLimit || hopeless {
                 probe = nil
                 // Unless the link, read full just now, has fallen under the target since: the
                 // evidence spans seconds, and a 3G link that carried 1.4 Mbit/s through a probe
@@ -398,12 +415,12 @@ public struct SwitchingPolicy: Sendable {
                             && (sample.appLimited || (sample.estimate ?? .infinity) >= Double(rung.bitRate))
                     }
                 }
-                if now >= running.until, !bad, sample.backlogSeconds <= probeBacklogLimit, let reached = reached(best) {
+                if judged, !bad, sample.backlogSeconds <= probeBacklogLimit, let reached = reached(best) {
                     return moveUp(to: reached, now: now, received: best, reason: "probe: received \(kbps(best)) over its last seconds")
                 }
                 // Ended early because the queue built: the link was full, and what it delivered
                 // meanwhile is its capacity.
-                if probeJudgedWhenFull, now < running.until, !bad, sample.lossFraction < lossForClean, sample.backlogSeconds > probeBacklogLimit,
+                if probeJudgedWhenFull, !judged, !bad, sample.lossFraction < lossForClean, sample.backlogSeconds > probeBacklogLimit,
                    !sample.appLimited, let full = sample.estimate, let reached = reached(full) {
                     let decision = moveUp(to: reached, now: now, received: full, reason: "probe filled the link at \(kbps(full))")
                     // What the probe queued is still draining, and what it overfilled may be reported lost next.
@@ -541,7 +558,7 @@ public struct SwitchingPolicy: Sendable {
         guard now - cleanSince! >= max(currentUpHold, probeHold) else { return .stay }
         // The link has shown no more than the current rung uses: look further before moving.
         let aimed = rungs.filter { $0.level < level }.suffix(max(1, probeReach)).first ?? target
-        probe = (target.level, now + probeDuration, 0, aimed.level)
+        probe = (target.level, now, now + probeDuration, 0, aimed.level)
         return .probe(bitRate: Int((Double(aimed.bitRate) * Self.probeOffer).rounded()))
     }
 
@@ -591,7 +608,9 @@ public struct SwitchingPolicy: Sendable {
     /// is still being reported lost for `probeAftermath` seconds, and is not the new rung's.
     /// A move may take up to a keyframe interval to land, during which the old rung goes on.
     public mutating func landed(at now: Double) {
-        guard now.isFinite, lastMoveWasDown else { return }
+        guard now.isFinite else { return }
+        landedAt = now
+        guard lastMoveWasDown else { return }
         probeAftermathUntil = max(probeAftermathUntil, now + probeAftermath)
     }
 

@@ -141,8 +141,28 @@ import Testing
             policy.observe(.init(time: time, estimate: 520_000, appLimited: loss == 0, lossFraction: loss, received: 520_000, covers: covers))
         }
         // The link was lossy until the report at 7 s; the next, 7 s later, is clean all along.
+        policy.probeDuration = 8
         #expect(report(at: 7, covers: 7, loss: 0.14) == .stay)
         #expect(report(at: 14, covers: 7) == .probe(bitRate: 1_562_500))
+        // The padding brings reports every 1.7 s. The first that lies wholly within the probe,
+        // once the probe has run 3 s, judges it: up at 17.4 s rather than after the 8 s asked.
+        func padded(at time: Double) -> SwitchingPolicy.Decision {
+            policy.observe(.init(time: time, estimate: 1_400_000, appLimited: true, received: 1_400_000, covers: 1.7))
+        }
+        #expect(padded(at: 15.7) == .stay, "1.7 s into the probe")
+        guard case .switchTo(2, false, _) = padded(at: 17.4) else {
+            Issue.record("expected the move up on the first report wholly within the probe, 3.4 s in")
+            return
+        }
+        // The move lands by the next report, which covers the old rung's pictures until the new
+        // rung's IDR and that IDR in flight: its low rate does not move the player back down. The
+        // report after it, all on the new rung, does when it reads as low.
+        policy.landed(at: 21.2)
+        #expect(policy.observe(.init(time: 21.2, estimate: 576_000, backlogSeconds: 0.2, covers: 3.8)) == .stay)
+        guard case .switchTo(3, _, _) = policy.observe(.init(time: 25, estimate: 576_000, backlogSeconds: 0.2, covers: 3.8)) else {
+            Issue.record("expected a report wholly on the new rung, reading under it, to move the player down")
+            return
+        }
 
         // Clean again, but a report that covers 10 s starts no earlier than the lossy one 4 s before it.
         var slow = SwitchingPolicy(rungs: Self.rungs, startingAt: 3)
