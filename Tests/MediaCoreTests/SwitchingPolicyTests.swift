@@ -427,13 +427,18 @@ import Testing
     /// Before a saturated run is long enough to measure, a queue that grows and a transport rate
     /// sample of the full link well under the rung move the player down; either alone does not.
     @Test func aGrowingQueueAndALowRateSampleMoveThePlayerDownEarly() {
-        func fall(latest: Double?, backlogs: (Double, Double)) -> SwitchingPolicy.Decision {
-            var policy = SwitchingPolicy(rungs: Self.rungs, startingAt: 2)
+        /// A player on `level` after four seconds of app-limited samples at `rate`.
+        func settled(on level: Int, at rate: Double) -> (policy: SwitchingPolicy, time: Double) {
+            var policy = SwitchingPolicy(rungs: Self.rungs, startingAt: level)
             var time = 0.0
             for _ in 0..<8 {
                 time += 0.5
-                _ = policy.observe(.init(time: time, estimate: 1_000_000, appLimited: true, received: 1_000_000))
+                _ = policy.observe(.init(time: time, estimate: rate, appLimited: true, received: rate))
             }
+            return (policy, time)
+        }
+        func fall(latest: Double?, backlogs: (Double, Double)) -> SwitchingPolicy.Decision {
+            var (policy, time) = settled(on: 2, at: 1_000_000)
             time += 0.5
             _ = policy.observe(.init(time: time, estimate: 1_000_000, appLimited: true, backlogSeconds: backlogs.0, received: 1_000_000))
             time += 0.5
@@ -451,12 +456,7 @@ import Testing
         // From the top, such a sample alone moves the player one rung, however low it reads (a
         // reader slow to acknowledge read 710 kbit/s on a 1.3 Mbit/s link); the saturated run that
         // follows, if it reads as low, moves it on.
-        var top = SwitchingPolicy(rungs: Self.rungs, startingAt: 1)
-        var time = 0.0
-        for _ in 0..<8 {
-            time += 0.5
-            _ = top.observe(.init(time: time, estimate: 2_000_000, appLimited: true, received: 2_000_000))
-        }
+        var (top, time) = settled(on: 1, at: 2_000_000)
         time += 0.5
         _ = top.observe(.init(time: time, estimate: 1_900_000, appLimited: true, backlogSeconds: 0.03, received: 1_900_000))
         time += 0.5
