@@ -24,7 +24,8 @@
 ///   last seconds, with the backlog empty. No rate sample, however high, moves a player up, and
 ///   no move lands more than `upMargin` above what the player received.
 /// - **Backoff.** A move up followed by a move down within `failedUpWindow` seconds (the player
-///   saw it) doubles the clean time needed before the next try, up to `maximumUpHold`; a rung held
+///   saw it) doubles the clean time needed before the next try, up to `maximumUpHold`, unless the
+///   link then read under what the rung climbed from needs (the link fell, not the climb); a rung held
 ///   for `failedUpWindow` after a move up brings it back to `upHold`. A probe that found too
 ///   little (the player saw nothing) only spaces the next probe out, up to `maximumProbeHold`, so
 ///   a link that recovers is found within seconds. An outage's end forgets both.
@@ -270,6 +271,11 @@ public struct SwitchingPolicy: Sendable {
     /// Worth it where a probe that cannot succeed costs the media little: WebRTC's pacer holds a
     /// probe's queue at 0.06 s.
     public var probeReach = 1
+    /// Whether the transport's freshest rate sample (`Sample.latestRate`) is read from each
+    /// packet's arrival (transport-wide feedback) rather than from acknowledgements, which a TCP
+    /// reader can send late and in bursts (half the link, read alone): then it can say, on its
+    /// own, that a link fell under the rung a player climbed from (see `moveDown`).
+    public var latestRateFromArrivals = false
     /// The least a probe lasts before a sample that covers it alone may judge it (seconds).
     static let minimumProbe = 3.0
     private var lastMoveWasDown = false
@@ -522,7 +528,8 @@ public struct SwitchingPolicy: Sendable {
                     let surplus = (best ?? 0) - Double(target.bitRate)
                     let slowDrain = sample.backlogSeconds > cleanBacklog
                         && (surplus <= 0 || sample.backlogSeconds * Double(target.bitRate) / surplus > slowDrainSeconds)
-                    return moveDown(to: target, now: now, flush: backlogBad || slowDrain, reason: why)
+                    return moveDown(to: target, now: now, flush: backlogBad || slowDrain, reason: why,
+                                    linkRead: measuredOnlyByLatest && !latestRateFromArrivals ? nil : best)
                 }
             }
             return .stay
@@ -574,9 +581,20 @@ public struct SwitchingPolicy: Sendable {
         return rungs.first { $0.level > level } ?? lowest
     }
 
-    private mutating func moveDown(to target: Rung, now: Double, flush: Bool, reason: String) -> Decision {
+    /// - Parameter linkRead: the rate the move rests on, if it speaks for the link (not a TCP
+    ///   reader's freshest sample alone, which can read half of it).
+    private mutating func moveDown(to target: Rung, now: Double, flush: Bool, reason: String, linkRead: Double? = nil) -> Decision {
         guard target.level != level else { return .stay }
-        if let up = lastUp, now - up.time < failedUpWindow { backOff() }
+        // A move down soon after a climb backs off the next one, unless the link now reads under
+        // what the rung the player climbed from needs: the link fell, not the climb, and it would
+        // have moved the player off that rung as well. Backing off held a Chromium viewer on the
+        // lowest rung for 15 s of a 2–3 Mbit/s link: a probe took it from 250 kbit/s to 1 Mbit/s,
+        // and the link fell to 287 kbit/s a second later for three seconds, then recovered.
+        if let up = lastUp, now - up.time < failedUpWindow {
+            let origin = rungs.first { $0.level == up.from }
+            let linkFell = linkRead.map { read in origin.map { read < Double($0.downswitchBelow) } ?? false } ?? false
+            if !linkFell { backOff() }
+        }
         lastUp = nil
         return move(to: target, now: now, flush: flush, reason: reason)
     }

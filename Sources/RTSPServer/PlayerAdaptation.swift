@@ -203,8 +203,12 @@ final class PlayerAdaptation: Sendable {
                 state.policy!.landed(at: sample.time)
             }
             profile.configureProbes(&state.policy!, reportInterval: state.reportInterval)
-            let wasProbing = state.policy!.isProbing
+            let wasProbing = state.policy!.isProbing, holdBefore = state.policy!.upHoldNow
             let decision = state.policy!.observe(sample)
+            if state.policy!.upHoldNow != holdBefore {
+                logger.debug("clean time before the next move up changes", metadata: ["from": "\(holdBefore)", "to": "\(state.policy!.upHoldNow)",
+                                                                                     "decision": "\(decision)"])
+            }
             if wasProbing, !state.policy!.isProbing {
                 // A probe that ended early (a queue began to build) leaves no padding behind it.
                 transport.dropQueued(paddingOnly: true)
@@ -367,6 +371,7 @@ struct AdaptationProfile: Equatable {
             policy.probeDuration = 4
             policy.maximumProbeHold = 6
             policy.probeJudgedWhenFull = true
+            policy.latestRateFromArrivals = true
             // Its pacer holds the probe's queue short (`probeQueueLimit`), so offering enough for
             // two rungs costs a link that carries one no more than offering for one.
             policy.probeReach = 2

@@ -102,34 +102,73 @@ import Testing
         #expect(outcome.maximumLag <= 2.5, "\(outcome.maximumLag)")
     }
 
-    /// A move up that the link cannot hold is undone, and the next try waits twice as long.
-    @Test func aFailedMoveUpBacksOff() {
+    /// Feeds `sample(time)` every half second until the policy decides something, or `until`.
+    static func untilItDecides(_ policy: inout SwitchingPolicy, time: inout Double, until: Double,
+                               _ sample: (Double) -> SwitchingPolicy.Sample) -> SwitchingPolicy.Decision {
+        var decision = SwitchingPolicy.Decision.stay
+        while time < until, case .stay = decision {
+            time += 0.5
+            decision = policy.observe(sample(time))
+        }
+        return decision
+    }
+
+    /// A player on rung 2 of a link carrying 1 Mbit/s, moved to the top by a probe that received
+    /// 3 Mbit/s, and the clock it was fed on.
+    static func climbedToTheTop() -> (policy: SwitchingPolicy, time: Double)? {
         var policy = SwitchingPolicy(rungs: Self.rungs, startingAt: 2)
         var time = 0.0
-        func sample(_ estimate: Double?, appLimited: Bool = false, backlog: Double = 0, received: Double? = nil) -> SwitchingPolicy.Decision {
-            time += 0.5
-            return policy.observe(.init(time: time, estimate: estimate, appLimited: appLimited, backlogSeconds: backlog, received: received))
-        }
-        var decision = SwitchingPolicy.Decision.stay
-        while time < 20, case .stay = decision { decision = sample(1_000_000, appLimited: true) }
+        var decision = untilItDecides(&policy, time: &time, until: 20) { .init(time: $0, estimate: 1_000_000, appLimited: true) }
         // It offers 1.5625 × the top's required rate: 1.41 × its threshold.
         #expect(decision == .probe(bitRate: 3_125_000))
         // The probe: the player receives 3 Mbit/s over its last seconds, with nothing queued: up.
-        decision = .stay
-        while time < 30, case .stay = decision { decision = sample(3_000_000, appLimited: true, received: 3_000_000) }
+        decision = untilItDecides(&policy, time: &time, until: 30) { .init(time: $0, estimate: 3_000_000, appLimited: true, received: 3_000_000) }
         guard case .switchTo(1, _, _) = decision else {
             Issue.record("expected a move up, got \(decision)")
-            return
+            return nil
         }
-        // Then the link cannot carry it (media waits): down, and the next climb needs twice the clean time.
+        return (policy, time)
+    }
+
+    /// After `climbedToTheTop`, the link read by `sample` moves the player down: whether the
+    /// next climb then needs twice the clean time it needed before.
+    static func backedOffAfterAFall(latestRateFromArrivals: Bool = false, _ sample: (Double) -> SwitchingPolicy.Sample) -> Bool? {
+        guard var (policy, time) = climbedToTheTop() else { return nil }
+        policy.latestRateFromArrivals = latestRateFromArrivals
         let before = policy.upHoldNow
-        decision = .stay
-        while time < 40, case .stay = decision { decision = sample(1_500_000, backlog: 0.5) }
-        guard case .switchTo(2, _, _) = decision else {
+        let decision = untilItDecides(&policy, time: &time, until: 40, sample)
+        guard case .switchTo(let level, _, _) = decision, level > 1 else {
             Issue.record("expected a move down, got \(decision)")
-            return
+            return nil
         }
-        #expect(policy.upHoldNow == before * 2)
+        #expect(policy.upHoldNow == before || policy.upHoldNow == before * 2)
+        return policy.upHoldNow == before * 2
+    }
+
+    /// A move up that the link cannot hold (media waits) while it still carries the rung climbed
+    /// from is undone, and the next try waits twice as long.
+    @Test func aFailedMoveUpBacksOff() {
+        #expect(Self.backedOffAfterAFall { .init(time: $0, estimate: 1_500_000, backlogSeconds: 0.5) } == true)
+    }
+
+    /// A link that falls under the rung the player climbed from, right after the climb, says the
+    /// link changed, not that the climb was wrong: the player moves down, and the next climb
+    /// waits no longer than the last.
+    @Test func aLinkThatFallsUnderTheRungClimbedFromDoesNotBackOff() {
+        #expect(Self.backedOffAfterAFall { .init(time: $0, estimate: 300_000, backlogSeconds: 0.5) } == false)
+    }
+
+    /// The same fall read only by the transport's freshest rate sample, the queue growing: from
+    /// packets' arrivals (transport-wide feedback) it speaks for the link, and the next climb
+    /// waits no longer; from a TCP reader's acknowledgements (which can read half the link) it
+    /// does not, and the climb counts as failed.
+    @Test(arguments: [true, false]) func aFallReadOnlyByTheFreshestSampleBacksOffOnlyOverTCP(fromArrivals: Bool) {
+        var backlog = 0.1
+        let backedOff = Self.backedOffAfterAFall(latestRateFromArrivals: fromArrivals) { time in
+            backlog += 0.1
+            return .init(time: time, estimate: nil, backlogSeconds: backlog, latestRate: 300_000)
+        }
+        #expect(backedOff == !fromArrivals)
     }
 
     /// A player that reports seldom (ffmpeg over RTSP/UDP: every 7 s on a 300 kbit/s rung): a
