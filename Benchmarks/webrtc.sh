@@ -357,7 +357,8 @@ for index, link in enumerate(links):
         if wide:
             latency.append(f"publisher to picture on the wide link (the step's first {changes[1][0]} s): "
                            f"median {wide[len(wide) // 2]:.0f} ms, worst {wide[-1]:.0f} ms")
-    first_picture = first.get("firstDecodedAfterPost")
+    # The page sets it when the first picture is shown, which a stats row taken as it was decoded can precede.
+    first_picture = next((s["firstDecodedAfterPost"] for s in playing if s.get("firstDecodedAfterPost")), None)
     print(f"| {link['name']} | {delivered:.0f} kbit/s | {o.get('oracleKbps', '–')} | {share} | {audio} | {fair.get('oracleKbps', '–')} | {fair_share} | {frozen:.1f} | {max(0, frozen - starved):.1f} | {starved:.0f} | "
           f"{len(mine)} | {reaction} | {dropped} | {plis} | {f'{first_picture:.2f} s' if first_picture else '–'} | {lag} |")
 for line in latency:

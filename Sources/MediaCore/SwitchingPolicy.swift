@@ -28,7 +28,8 @@
 ///   link then read under what the rung climbed from needs (the link fell, not the climb); a rung held
 ///   for `failedUpWindow` after a move up brings it back to `upHold`. A probe that found too
 ///   little (the player saw nothing) only spaces the next probe out, up to `maximumProbeHold`, so
-///   a link that recovers is found within seconds. An outage's end forgets both.
+///   a link that recovers is found within seconds. An outage's end forgets both, and may ask
+///   less clean time before the first climb after it (`holdAfterOutage`).
 /// - **Live, whatever the link.** When even the lowest rung's backlog passes `maximumLag`
 ///   seconds on two samples in a row and the link does not carry it, the player skips to that rung's next IDR
 ///   (`skipToLiveEdge`) instead of falling further behind. Once the link carries the rung again
@@ -276,6 +277,13 @@ public struct SwitchingPolicy: Sendable {
     /// reader can send late and in bursts (half the link, read alone): then it can say, on its
     /// own, that a link fell under the rung a player climbed from (see `moveDown`).
     public var latestRateFromArrivals = false
+    /// The clean time asked before the first move up or probe after an outage (the player
+    /// skipped to its rung's live edge; nil: `upHold`). A 3G
+    /// link that comes back from an outage mostly comes back whole: on a window whose link carried
+    /// 27 kbit/s for 5 s and then 1.6–2.1 Mbit/s for 17 s, a Chromium viewer held 240p for 10 s of
+    /// them (6 s clean, a 4 s probe). Worth it where a probe that finds too little costs the media
+    /// little (WebRTC's ramped probe, its queue held short).
+    public var holdAfterOutage: Double?
     /// The least a probe lasts before a sample that covers it alone may judge it (seconds).
     static let minimumProbe = 3.0
     private var lastMoveWasDown = false
@@ -352,7 +360,7 @@ public struct SwitchingPolicy: Sendable {
                 return .skipToLiveEdge
             }
             return moveDown(to: lower(sample.estimate.map(highestCarried)), now: now, flush: true,
-                            reason: "\(format(sample.backlogSeconds)) s behind live")
+                            reason: "\(format(sample.backlogSeconds)) s behind live", linkRead: sample.appLimited ? nil : sample.estimate)
         }
 
         // A rate measured while the sender waited reads low when the queue emptied between two
@@ -553,8 +561,8 @@ public struct SwitchingPolicy: Sendable {
         // fruitless probe taught about the link before it says nothing about the link now.
         if lastSkip != nil {
             lastSkip = nil
-            currentUpHold = upHold
-            probeHold = upHold
+            currentUpHold = holdAfterOutage ?? upHold
+            probeHold = holdAfterOutage ?? upHold
         }
         guard let target = nextUp, now - cleanSince! >= currentUpHold else { return .stay }
         // Evidence first: the player already received what the next rung needs (after a backlog
@@ -605,6 +613,8 @@ public struct SwitchingPolicy: Sendable {
         guard let received, Double(target.bitRate) <= received * (1 + upMargin) else { return .stay }
         lastUp = (now, level)
         probeHold = upHold
+        // A hold shortened after an outage was for the first climb only.
+        currentUpHold = max(currentUpHold, upHold)
         return move(to: target, now: now, flush: false, reason: reason)
     }
 

@@ -372,6 +372,7 @@ struct AdaptationProfile: Equatable {
             policy.maximumProbeHold = 6
             policy.probeJudgedWhenFull = true
             policy.latestRateFromArrivals = true
+            policy.holdAfterOutage = 2
             // Its pacer holds the probe's queue short (`probeQueueLimit`), so offering enough for
             // two rungs costs a link that carries one no more than offering for one.
             policy.probeReach = 2

@@ -158,6 +158,18 @@ import Testing
         #expect(Self.backedOffAfterAFall { .init(time: $0, estimate: 300_000, backlogSeconds: 0.5) } == false)
     }
 
+    /// A move down for lag after a climb: a failed climb where the link still carries the rung
+    /// climbed from, the link's fall where it reads under it (a 3G link fell to 112 kbit/s two
+    /// seconds after a probe took a Chromium viewer from 240p to 360p).
+    @Test(arguments: [1_500_000.0, 300_000.0]) func aMoveForLagAfterAClimbBacksOffOnlyIfTheLinkStillCarriesTheRungClimbedFrom(estimate: Double) {
+        var backlog = 2.0
+        let backedOff = Self.backedOffAfterAFall { time in
+            backlog += 0.5
+            return .init(time: time, estimate: estimate, backlogSeconds: backlog)
+        }
+        #expect(backedOff == (estimate > 1_100_000))
+    }
+
     /// The same fall read only by the transport's freshest rate sample, the queue growing: from
     /// packets' arrivals (transport-wide feedback) it speaks for the link, and the next climb
     /// waits no longer; from a TCP reader's acknowledgements (which can read half the link) it
@@ -169,6 +181,27 @@ import Testing
             return .init(time: time, estimate: nil, backlogSeconds: backlog, latestRate: 300_000)
         }
         #expect(backedOff == !fromArrivals)
+    }
+
+    /// After an outage (the player on the lowest rung skipped to its live edge), the link comes
+    /// back clean: the first probe waits `holdAfterOutage` where that is set, else `upHold`.
+    @Test(arguments: [2.0, nil] as [Double?]) func theFirstProbeAfterAnOutageWaitsItsOwnHold(hold: Double?) {
+        var policy = SwitchingPolicy(rungs: Self.rungs, startingAt: 3)
+        policy.holdAfterOutage = hold
+        var time = 0.0
+        var backlog = 2.0
+        let outage = Self.untilItDecides(&policy, time: &time, until: 10) { time in
+            backlog += 0.5
+            return .init(time: time, estimate: 100_000, backlogSeconds: backlog)
+        }
+        #expect(outage == .skipToLiveEdge)
+        let back = time + 0.5
+        let decision = Self.untilItDecides(&policy, time: &time, until: back + 20) { .init(time: $0, estimate: 500_000, appLimited: true) }
+        guard case .probe = decision else {
+            Issue.record("expected a probe, got \(decision)")
+            return
+        }
+        #expect(time - back >= (hold ?? policy.upHold) - 0.01 && time - back <= (hold ?? policy.upHold) + 0.51, "probe \(time - back) s after")
     }
 
     /// A player that reports seldom (ffmpeg over RTSP/UDP: every 7 s on a 300 kbit/s rung): a
