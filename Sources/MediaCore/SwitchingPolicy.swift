@@ -254,17 +254,20 @@ public struct SwitchingPolicy: Sendable {
     /// 43 % "loss" in its second second). Backlog and a saturated estimate still move it at once.
     public var catchUpAftermath = 2.5
     private var firstSample: Double?
-    /// Whether a probe that filled the link (its queue built, nothing lost) is judged on the rate
-    /// the link delivered while full, the link's capacity, rather than failing. A link that
-    /// carries the next rung with its margin but not the probe's quarter more otherwise never
-    /// sees a probe succeed: Chromium on a 3G trace window carrying 1.4–1.6 Mbit/s stayed on
-    /// 500 kbit/s for a minute, each probe to the 1 Mbit/s rung (threshold 1.38 Mbit/s) ending
-    /// with 0.3 s queued and 1.5 Mbit/s delivered. On for transports whose saturated rate
-    /// comes from each packet's arrival (transport-wide feedback); a TCP sender's comes from
-    /// acknowledgements, which arrive compressed in bursts, so TCP keeps judging on received
-    /// evidence over seconds (`Sample.received`). A full link has no tokens left to burst with,
-    /// and the estimator leaves out a saturated run's first interval, where a burst would be.
-    public var probeJudgedWhenFull = false
+    /// Whether the transport's rates come from each packet's arrival (transport-wide feedback)
+    /// rather than from acknowledgements, which a TCP reader sends late and compressed in bursts.
+    /// Such rates speak for the link in two more places:
+    /// - A probe that filled the link (its queue built, nothing lost) is judged on the rate the
+    ///   link delivered while full, its capacity, rather than failing. A link that carries the
+    ///   next rung with its margin but not the probe's quarter more otherwise never sees a probe
+    ///   succeed: Chromium on a 3G trace window carrying 1.4–1.6 Mbit/s stayed on 500 kbit/s for a
+    ///   minute, each probe to the 1 Mbit/s rung (threshold 1.38 Mbit/s) ending with 0.3 s queued
+    ///   and 1.5 Mbit/s delivered. TCP keeps judging on received evidence over seconds
+    ///   (`Sample.received`). A full link has no tokens left to burst with, and the estimator
+    ///   leaves out a saturated run's first interval, where a burst would be.
+    /// - The freshest rate sample (`Sample.latestRate`) alone can say that a link fell under the
+    ///   rung a player climbed from (see `moveDown`); a TCP reader's can read half its link.
+    public var ratesFromArrivals = false
     /// How many rungs above the current one a probe offers enough for, so that one probe can
     /// move a player that far (1: the next rung only). A viewer climbing a rung at a time needs
     /// its clean hold and a probe for each: on a 3G window whose link carried 1.6–2 Mbit/s for
@@ -272,11 +275,6 @@ public struct SwitchingPolicy: Sendable {
     /// Worth it where a probe that cannot succeed costs the media little: WebRTC's pacer holds a
     /// probe's queue at 0.06 s.
     public var probeReach = 1
-    /// Whether the transport's freshest rate sample (`Sample.latestRate`) is read from each
-    /// packet's arrival (transport-wide feedback) rather than from acknowledgements, which a TCP
-    /// reader can send late and in bursts (half the link, read alone): then it can say, on its
-    /// own, that a link fell under the rung a player climbed from (see `moveDown`).
-    public var latestRateFromArrivals = false
     /// The clean time asked before the first move up or probe after an outage (the player
     /// skipped to its rung's live edge; nil: `upHold`). A 3G
     /// link that comes back from an outage mostly comes back whole: on a window whose link carried
@@ -434,7 +432,7 @@ public struct SwitchingPolicy: Sendable {
                 }
                 // Ended early because the queue built: the link was full, and what it delivered
                 // meanwhile is its capacity.
-                if probeJudgedWhenFull, !judged, !bad, sample.lossFraction < lossForClean, sample.backlogSeconds > probeBacklogLimit,
+                if ratesFromArrivals, !judged, !bad, sample.lossFraction < lossForClean, sample.backlogSeconds > probeBacklogLimit,
                    !sample.appLimited, let full = sample.estimate, let reached = reached(full) {
                     let decision = moveUp(to: reached, now: now, received: full, reason: "probe filled the link at \(kbps(full))")
                     // What the probe queued is still draining, and what it overfilled may be reported lost next.
@@ -448,7 +446,7 @@ public struct SwitchingPolicy: Sendable {
                 // rate is the link's, padding included): it moves the player down now. Blaming the
                 // probe held a Chromium viewer on 480p for 4 s after its link fell to 650 kbit/s
                 // in the middle of a probe.
-                let fellUnderRung = probeJudgedWhenFull && (measured.map { $0 < Double(current.downswitchBelow) } ?? false)
+                let fellUnderRung = ratesFromArrivals && (measured.map { $0 < Double(current.downswitchBelow) } ?? false)
                 if !fellUnderRung {
                     // What the probe queued drains next, and what it overfilled is reported lost
                     // next: neither is the rung's doing.
@@ -537,7 +535,7 @@ public struct SwitchingPolicy: Sendable {
                     let slowDrain = sample.backlogSeconds > cleanBacklog
                         && (surplus <= 0 || sample.backlogSeconds * Double(target.bitRate) / surplus > slowDrainSeconds)
                     return moveDown(to: target, now: now, flush: backlogBad || slowDrain, reason: why,
-                                    linkRead: measuredOnlyByLatest && !latestRateFromArrivals ? nil : best)
+                                    linkRead: measuredOnlyByLatest && !ratesFromArrivals ? nil : best)
                 }
             }
             return .stay
@@ -600,7 +598,7 @@ public struct SwitchingPolicy: Sendable {
         // and the link fell to 287 kbit/s a second later for three seconds, then recovered.
         if let up = lastUp, now - up.time < failedUpWindow {
             let origin = rungs.first { $0.level == up.from }
-            let linkFell = linkRead.map { read in origin.map { read < Double($0.downswitchBelow) } ?? false } ?? false
+            let linkFell = origin.flatMap { origin in linkRead.map { $0 < Double(origin.downswitchBelow) } } ?? false
             if !linkFell { backOff() }
         }
         lastUp = nil

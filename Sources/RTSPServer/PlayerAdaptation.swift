@@ -370,8 +370,7 @@ struct AdaptationProfile: Equatable {
             // may come closer together: a link that opens is found sooner.
             policy.probeDuration = 4
             policy.maximumProbeHold = 6
-            policy.probeJudgedWhenFull = true
-            policy.latestRateFromArrivals = true
+            policy.ratesFromArrivals = true
             policy.holdAfterOutage = 2
             // Its pacer holds the probe's queue short (`probeQueueLimit`), so offering enough for
             // two rungs costs a link that carries one no more than offering for one.

@@ -132,9 +132,9 @@ import Testing
 
     /// After `climbedToTheTop`, the link read by `sample` moves the player down: whether the
     /// next climb then needs twice the clean time it needed before.
-    static func backedOffAfterAFall(latestRateFromArrivals: Bool = false, _ sample: (Double) -> SwitchingPolicy.Sample) -> Bool? {
+    static func backedOffAfterAFall(ratesFromArrivals: Bool = false, _ sample: (Double) -> SwitchingPolicy.Sample) -> Bool? {
         guard var (policy, time) = climbedToTheTop() else { return nil }
-        policy.latestRateFromArrivals = latestRateFromArrivals
+        policy.ratesFromArrivals = ratesFromArrivals
         let before = policy.upHoldNow
         let decision = untilItDecides(&policy, time: &time, until: 40, sample)
         guard case .switchTo(let level, _, _) = decision, level > 1 else {
@@ -176,7 +176,7 @@ import Testing
     /// does not, and the climb counts as failed.
     @Test(arguments: [true, false]) func aFallReadOnlyByTheFreshestSampleBacksOffOnlyOverTCP(fromArrivals: Bool) {
         var backlog = 0.1
-        let backedOff = Self.backedOffAfterAFall(latestRateFromArrivals: fromArrivals) { time in
+        let backedOff = Self.backedOffAfterAFall(ratesFromArrivals: fromArrivals) { time in
             backlog += 0.1
             return .init(time: time, estimate: nil, backlogSeconds: backlog, latestRate: 300_000)
         }
@@ -303,7 +303,7 @@ import Testing
     @Test func aProbeThatFillsTheLinkIsJudgedOnWhatItCarried() {
         func probeOn(linkCarrying capacity: Double, judgedWhenFull: Bool) -> SwitchingPolicy.Decision {
             var policy = SwitchingPolicy(rungs: Self.rungs, startingAt: 3)
-            policy.probeJudgedWhenFull = judgedWhenFull
+            policy.ratesFromArrivals = judgedWhenFull
             var time = 0.0
             var decision = Self.untilItProbes(&policy, time: &time, rate: 520_000)
             guard case .probe = decision else { return decision }
@@ -553,7 +553,7 @@ import Testing
     /// down at once (where the policy judges probes on a full link, as for WebRTC viewers).
     @Test func aLinkThatFallsDuringAProbeMovesThePlayerDownAtOnce() {
         var policy = SwitchingPolicy(rungs: Self.rungs, startingAt: 2)
-        policy.probeJudgedWhenFull = true
+        policy.ratesFromArrivals = true
         var time = 0.0
         var decision = Self.untilItProbes(&policy, time: &time, rate: 1_050_000)
         guard case .probe = decision else {
@@ -571,7 +571,7 @@ import Testing
         }
         // A probe that merely fills a link carrying the rung still ends quietly.
         var calm = SwitchingPolicy(rungs: Self.rungs, startingAt: 2)
-        calm.probeJudgedWhenFull = true
+        calm.ratesFromArrivals = true
         time = 0
         _ = Self.untilItProbes(&calm, time: &time, rate: 1_050_000)
         time += 0.5
