@@ -523,7 +523,13 @@ public struct SwitchingPolicy: Sendable {
                 // to 1.3 Mbit/s read 710 kbit/s in its first full half second, against 1.31 Mbit/s
                 // received over that second, and was moved from 720p past the 480p rung it
                 // carried). The saturated run half a second later moves it further if need be.
-                if measuredOnlyByLatest, bestWhileBad != nil, !backlogBad, !lossBad, target.level > lower(nil).level { target = lower(nil) }
+                // A sample read from packets' arrivals (`ratesFromArrivals`) is the link's own and
+                // moves the player as far as it reads: a WebRTC viewer whose link fell from wide to
+                // 400 kbit/s as its first picture showed was moved 720p → 480p → 240p a second
+                // apart, and 480p's IDR went into the narrow path ahead of 240p's.
+                if measuredOnlyByLatest, !ratesFromArrivals, bestWhileBad != nil, !backlogBad, !lossBad, target.level > lower(nil).level {
+                    target = lower(nil)
+                }
                 if target.level > level {
                     let why = lossBad ? "loss \(Int(sample.lossFraction * 100)) %"
                         : backlogBad ? "\(format(sample.backlogSeconds)) s backlog"

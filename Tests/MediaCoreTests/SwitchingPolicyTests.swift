@@ -527,13 +527,25 @@ import Testing
 
         // From the top, such a sample alone moves the player one rung, however low it reads (a
         // reader slow to acknowledge read 710 kbit/s on a 1.3 Mbit/s link); the saturated run that
-        // follows, if it reads as low, moves it on.
-        var (top, time) = settled(on: 1, at: 2_000_000)
-        time += 0.5
-        _ = top.observe(.init(time: time, estimate: 1_900_000, appLimited: true, backlogSeconds: 0.03, received: 1_900_000))
-        time += 0.5
-        guard case .switchTo(2, _, _) = top.observe(.init(time: time, estimate: 1_300_000, appLimited: true, backlogSeconds: 0.16,
-                                                           received: 1_700_000, latestRate: 710_000)) else {
+        // follows, if it reads as low, moves it on. Read from packets' arrivals (WebRTC), the
+        // sample is the link's, and moves the player to the rung it carries at once.
+        func fallFromTheTop(ratesFromArrivals: Bool) -> (SwitchingPolicy, Double, SwitchingPolicy.Decision) {
+            var (top, time) = settled(on: 1, at: 2_000_000)
+            top.ratesFromArrivals = ratesFromArrivals
+            time += 0.5
+            _ = top.observe(.init(time: time, estimate: 1_900_000, appLimited: true, backlogSeconds: 0.03, received: 1_900_000))
+            time += 0.5
+            let decision = top.observe(.init(time: time, estimate: 1_300_000, appLimited: true, backlogSeconds: 0.16,
+                                             received: 1_700_000, latestRate: 710_000))
+            return (top, time, decision)
+        }
+        guard case .switchTo(3, _, _) = fallFromTheTop(ratesFromArrivals: true).2 else {
+            Issue.record("expected a sample read from arrivals to move the player to the rung it carries")
+            return
+        }
+        let fallen = fallFromTheTop(ratesFromArrivals: false)
+        var (top, time) = (fallen.0, fallen.1)
+        guard case .switchTo(2, _, _) = fallen.2 else {
             Issue.record("expected one rung down on a rate sample alone")
             return
         }
