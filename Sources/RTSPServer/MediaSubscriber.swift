@@ -220,6 +220,22 @@ final class MediaSubscriber: Sendable {
         state.withLock { $0.skipping = true }
     }
 
+    /// A player too far behind live skips ahead. Its transport drops what it holds before the
+    /// newest keyframe there that has waited less than `age`, and the player goes on from that
+    /// keyframe: true. Where there is none, or the player is still starting or catching up (what
+    /// its catch-up still holds would follow), everything held is dropped and the player waits
+    /// for the next IDR: false. Under `delivery`, so no picture reaches the transport between
+    /// its drop and the skip.
+    func skipToLiveEdge(keepingKeyframeYoungerThan age: Double) -> Bool {
+        delivery.withLock { _ in
+            let settled = state.withLock { $0.started && !$0.joining && $0.catchUpStart == nil && !$0.skipping }
+            if settled, transport.dropQueued(keepingKeyframeYoungerThan: age) { return true }
+            state.withLock { $0.skipping = true }
+            if !settled { transport.dropQueued(paddingOnly: false) }
+            return false
+        }
+    }
+
     /// With `flush`, the current rung's pictures stop at once rather than at its next keyframe:
     /// a player that is already behind gets nothing more of it.
     /// With `urgent`, the target's encoder is asked for an IDR after what the player has had,

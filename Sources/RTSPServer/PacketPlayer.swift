@@ -23,6 +23,10 @@ public protocol PacketSink: Sendable {
     /// The video it holds and has not yet sent is dropped, and what it sent is not resent: the
     /// player moves to another rung from that rung's IDR (a flushing move, a skip).
     func dropQueuedVideo()
+    /// As `dropQueuedVideo()` for a skip to the live edge, but the video it holds from its newest
+    /// keyframe that has waited less than `age` on is kept; true when there was one (the player
+    /// goes on from it), false when everything was dropped.
+    func dropQueuedVideo(keepingKeyframeYoungerThan age: Double) -> Bool
     /// What the player's link carries beside each rung's video, as its feedback counts bytes
     /// (the video's headers and encryption, its audio): the rungs' rates the switching policy
     /// compares with its estimate.
@@ -33,6 +37,10 @@ public protocol PacketSink: Sendable {
 
 extension PacketSink {
     public func dropQueuedVideo() {}
+    public func dropQueuedVideo(keepingKeyframeYoungerThan age: Double) -> Bool {
+        dropQueuedVideo()
+        return false
+    }
     public var linkCost: SwitchingPolicy.LinkCost { .none }
     public var pathQueue: Double? { nil }
 }
@@ -152,4 +160,5 @@ struct SinkTransport: PlayerTransport {
     func dropQueued(paddingOnly: Bool) {
         if !paddingOnly { sink.dropQueuedVideo() }
     }
+    func dropQueued(keepingKeyframeYoungerThan age: Double) -> Bool { sink.dropQueuedVideo(keepingKeyframeYoungerThan: age) }
 }

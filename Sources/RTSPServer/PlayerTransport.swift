@@ -30,6 +30,10 @@ protocol PlayerTransport: Sendable {
     /// Drops what is queued and not yet handed to the network: everything (a skip, a flushing
     /// switch) or a probe's padding (the probe ended).
     func dropQueued(paddingOnly: Bool)
+    /// A skip to the live edge: drops what is queued before the newest keyframe it holds that has
+    /// waited less than `age`, and says whether there was one (the player goes on from it); else
+    /// drops everything, as `dropQueued(paddingOnly: false)`, and says false.
+    func dropQueued(keepingKeyframeYoungerThan age: Double) -> Bool
     /// What the player's timing is measured on: its catch-up, its adaptation, its outbox.
     var clock: NodeClock { get }
     /// What its link carries beside each rung's video, as its estimate counts it.
@@ -43,6 +47,11 @@ extension PlayerTransport {
     /// RTSP's estimates are compared with the rungs' video rates as they stand.
     var linkCost: SwitchingPolicy.LinkCost { .none }
     var pathQueue: Double? { nil }
+    /// RTSP's outboxes do not tell keyframes apart: a skip drops all they hold.
+    func dropQueued(keepingKeyframeYoungerThan age: Double) -> Bool {
+        dropQueued(paddingOnly: false)
+        return false
+    }
 }
 
 /// What was sent to one UDP player, per track: the meters its RTCP receiver reports are checked

@@ -22,7 +22,8 @@ import NIOCore
 /// trace's 50 s at 2 kbit/s) kept its 100-packet queue full of video, the node's answers to the
 /// browser's ICE consent checks waited behind it for minutes, and Chromium gave the session up.
 /// Held here instead, media can still be dropped: audio after `staleAudio`, video after
-/// `staleVideo` (up to the stream's next keyframe, which the caller asks for), and the time video
+/// `staleVideo` (up to the newest keyframe held that waited less, or else up to the stream's next
+/// keyframe, which the caller asks for), and the time video
 /// waits behind the window counts in the lag the switching policy judges.
 ///
 /// Pure: the caller says what time it is, and sends what `release` returns.
@@ -49,6 +50,9 @@ public struct MediaPacer: Sendable {
         public var isVideo: Bool
         /// A resend a NACK asked for: it leaves after the audio and before the video waiting.
         public var isRetransmission: Bool
+        /// The first packet of a keyframe: video may go on from here after what was queued
+        /// before it is dropped (`dropVideo(keepingKeyframeYoungerThan:at:)`).
+        public var startsKeyframe = false
         /// Media whose RTP sequence number is given as it leaves (`LeavingSequenceNumbers`; the
         /// number its player wrote stands only for a track's first): what the pacer drops (video
         /// on a move, stale media) then leaves no gap in the numbers.
@@ -103,8 +107,9 @@ public struct MediaPacer: Sendable {
     /// Audio that waited this long behind a full window is dropped (seconds): played that late
     /// it would only add to the browser's jitter buffer.
     public static let staleAudio = 1.0
-    /// Video that waited this long is dropped with all video queued after it (seconds): the
-    /// player then starts again at its rung's next keyframe. Longer than the lag at which the
+    /// Video that waited this long is dropped with the video queued after it up to the newest
+    /// keyframe that waited less (seconds); with no such keyframe, all of it, and the player then
+    /// starts again at its rung's next keyframe. Longer than the lag at which the
     /// switching policy skips on its own (2 s, judged on feedback, which an outage delays).
     public static let staleVideo = 3.0
     /// A resend that waited this long behind a full window is dropped (seconds): the browser has
@@ -219,8 +224,7 @@ public struct MediaPacer: Sendable {
     private mutating func dropStale(at now: Double) {
         queuedBytes -= Self.drop(olderThan: Self.staleAudio, at: now, from: &audioQueue)
         queuedBytes -= Self.drop(olderThan: Self.staleRetransmission, at: now, from: &resendQueue)
-        if oldestVideoWait(at: now) > Self.staleVideo {
-            dropVideo()
+        if oldestVideoWait(at: now) > Self.staleVideo, !dropVideo(keepingKeyframeYoungerThan: Self.staleVideo, at: now) {
             droppedStaleVideo = true
         }
     }
@@ -241,6 +245,24 @@ public struct MediaPacer: Sendable {
         queue.removeAll()
         resendQueue.removeAll()
         queuedBytes = audioQueue.reduce(0) { $0 + $1.count }
+    }
+
+    /// The video queued before its newest keyframe that has waited less than `age` is dropped,
+    /// with every resend, and the video goes on from that keyframe; true when there was one. Else
+    /// all the video is dropped, as `dropVideo()`, and false: the caller starts again at the
+    /// rung's next keyframe. A viewer moved down whose path was full of the old rung's data got
+    /// its new rung's IDR held here behind the congestion window; the skip to the live edge that
+    /// its lag then asked for dropped that IDR, and it froze until the next one (3 s, runs CB and
+    /// CD). The newest keyframe held is as near the live edge as anything the node has now.
+    public mutating func dropVideo(keepingKeyframeYoungerThan age: Double, at now: Double) -> Bool {
+        guard let keyframe = queue.lastIndex(where: { $0.startsKeyframe }), now - queue[keyframe].queuedAt < age else {
+            dropVideo()
+            return false
+        }
+        queue.removeFirst(keyframe)
+        resendQueue.removeAll()
+        queuedBytes = (queue.reduce(0) { $0 + $1.count }) + audioQueue.reduce(0) { $0 + $1.count }
+        return true
     }
 
     /// Everything queued is dropped (the viewer left).

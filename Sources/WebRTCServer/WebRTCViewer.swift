@@ -369,11 +369,12 @@ public final class WebRTCViewer: Sendable {
             guard state.outbound != nil, state.peer != nil, !state.ended else { return nil }
             let now = clock.seconds
             var playoutDelay: (id: Int, minimum: Double)?
-            if track == 0, let id = answer.playoutDelayExtension, let first = packets.first {
-                if H264Packetizer.startsKeyframe(first.payload) { state.playoutDelay.keyframe(bytes: packets.reduce(0) { $0 + $1.payload.readableBytes }) }
+            let keyframe = track == 0 && packets.first.map { H264Packetizer.startsKeyframe($0.payload) } == true
+            if track == 0, let id = answer.playoutDelayExtension {
+                if keyframe { state.playoutDelay.keyframe(bytes: packets.reduce(0) { $0 + $1.payload.readableBytes }) }
                 playoutDelay = (id, state.playoutDelay.update(drainRate: Self.drainRate(state), at: now))
             }
-            for packet in packets {
+            for (index, packet) in packets.enumerated() {
                 let header = Self.header(packet, payloadType: payloadType, ssrc: ssrc, transportSequence: extensionID.map { ($0, 0) },
                                          playoutDelay: playoutDelay)
                 // SRTP adds its tag: 16 bytes for AES-GCM, 10 for HMAC-SHA1-80; the larger serves both.
@@ -385,6 +386,7 @@ public final class WebRTCViewer: Sendable {
                 }
                 var item = MediaPacer.Item(header: header, payload: packet.payload, carriesTransportSequence: extensionID != nil, isVideo: track == 0)
                 item.numberedAsItLeaves = true
+                item.startsKeyframe = keyframe && index == 0
                 state.pacer.enqueue(item, at: now)
             }
             return Self.paceIn(&state, at: now)
@@ -728,6 +730,7 @@ struct ViewerSink: PacketSink {
     func close() {}
     func sendPadding(bytes: Int) { viewer.sendPadding(bytes: bytes) }
     func dropQueuedVideo() { viewer.dropQueuedVideo() }
+    func dropQueuedVideo(keepingKeyframeYoungerThan age: Double) -> Bool { viewer.dropQueuedVideo(keepingKeyframeYoungerThan: age) }
     var eventLoop: EventLoop { viewer.eventLoop }
 }
 
@@ -753,6 +756,17 @@ extension WebRTCViewer {
         state.withLock { state in
             state.pacer.dropVideo()
             state.history.forget()
+        }
+    }
+
+    /// The player skips to its live edge: the video in the pacer before its newest keyframe
+    /// that has waited less than `age` is dropped, and nothing sent before is resent. True when
+    /// such a keyframe was kept (the player goes on from it); else all the video queued is
+    /// dropped, as `dropQueuedVideo()`.
+    func dropQueuedVideo(keepingKeyframeYoungerThan age: Double) -> Bool {
+        state.withLock { state in
+            state.history.forget()
+            return state.pacer.dropVideo(keepingKeyframeYoungerThan: age, at: clock.seconds)
         }
     }
 }

@@ -18,6 +18,8 @@ final class RecordingPacketSink: PacketSink, @unchecked Sendable {
     private var rtcp: [(at: UInt64, track: Int, packet: RTCPPacket)] = []
     private var paddingBytes: [Int] = []
     private var held = 0
+    private var keepsKeyframe = false
+    private var drops = 0
 
     init(clock: NodeClock = .system) {
         self.clock = clock
@@ -38,6 +40,17 @@ final class RecordingPacketSink: PacketSink, @unchecked Sendable {
     func sendPadding(bytes: Int) { lock.withLock { paddingBytes.append(bytes) } }
     var pendingBytes: Int { lock.withLock { held } }
     func hold(_ bytes: Int) { lock.withLock { held = bytes } }
+    /// Whether a skip finds a keyframe held (as a pacer whose newest keyframe waits behind a full window).
+    func holdKeyframe(_ holds: Bool) { lock.withLock { keepsKeyframe = holds } }
+    func dropQueuedVideo() { lock.withLock { drops += 1 } }
+    func dropQueuedVideo(keepingKeyframeYoungerThan age: Double) -> Bool {
+        lock.withLock {
+            if !keepsKeyframe { drops += 1 }
+            return keepsKeyframe
+        }
+    }
+    /// How often everything held was dropped.
+    var wholeDrops: Int { lock.withLock { drops } }
 
     var pictures: [UInt32] { lock.withLock { pictureTimestamps } }
     var audio: [RTPPacket] { lock.withLock { audioPackets } }

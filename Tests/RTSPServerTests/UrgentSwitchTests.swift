@@ -163,3 +163,60 @@ import Testing
         _ = high
     }
 }
+
+/// A player too far behind live skips ahead from the newest keyframe its transport still holds
+/// (a WebRTC viewer's pacer, with the IDR of the rung it was just moved to waiting behind a full
+/// path), not from the next one the encoder makes: dropping that IDR froze viewers until the
+/// grid's next (3 s, runs CB and CD).
+@Suite struct SkipToLiveEdgeTests {
+    static func write(_ stream: LiveStream, at ticks: Int64, keyframe: Bool) { UrgentSwitchTests.write(stream, at: ticks, keyframe: keyframe) }
+
+    /// A started player on `stream`, past its catch-up, with the sink it writes to.
+    static func settledPlayer(_ stream: LiveStream) -> (PacketPlayer, RecordingPacketSink) {
+        let sink = RecordingPacketSink()
+        let player = PacketPlayer(sink: sink, opusAudio: false, onEnd: {})
+        player.play(stream)
+        write(stream, at: 0, keyframe: true)
+        write(stream, at: 3000, keyframe: false)
+        return (player, sink)
+    }
+
+    @Test func aHeldKeyframeIsWhereThePlayerGoesOn() {
+        let stream = LiveStream(path: "live/k_1")
+        let (player, sink) = Self.settledPlayer(stream)
+        sink.holdKeyframe(true)
+        #expect(player.subscriber.skipToLiveEdge(keepingKeyframeYoungerThan: 2))
+        // The pictures after the kept keyframe reference it: they still go out.
+        Self.write(stream, at: 6000, keyframe: false)
+        Self.write(stream, at: 9000, keyframe: false)
+        #expect(sink.pictures.count == 4, "the player dropped pictures after the keyframe it kept")
+        #expect(sink.wholeDrops == 0)
+    }
+
+    @Test func withNoKeyframeHeldThePlayerWaitsForTheNextIDR() {
+        let stream = LiveStream(path: "live/k_1")
+        let (player, sink) = Self.settledPlayer(stream)
+        #expect(!player.subscriber.skipToLiveEdge(keepingKeyframeYoungerThan: 2))
+        Self.write(stream, at: 6000, keyframe: false)
+        #expect(sink.pictures.count == 2, "a picture whose references were dropped went out")
+        Self.write(stream, at: 9000, keyframe: true)
+        Self.write(stream, at: 12000, keyframe: false)
+        #expect(sink.pictures.count == 4)
+        #expect(sink.wholeDrops == 1)
+    }
+
+    /// Before its first picture a player has nothing to go on from, whatever the transport holds.
+    @Test func aPlayerNotYetStartedDropsEverything() {
+        let stream = LiveStream(path: "live/k_1")
+        let sink = RecordingPacketSink()
+        sink.holdKeyframe(true)
+        let player = PacketPlayer(sink: sink, opusAudio: false, onEnd: {})
+        player.play(stream)
+        #expect(!player.subscriber.skipToLiveEdge(keepingKeyframeYoungerThan: 2))
+        #expect(sink.wholeDrops == 1)
+        Self.write(stream, at: 0, keyframe: false)
+        #expect(sink.pictures.isEmpty)
+        Self.write(stream, at: 3000, keyframe: true)
+        #expect(sink.pictures.count == 1)
+    }
+}

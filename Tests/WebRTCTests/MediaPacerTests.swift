@@ -277,6 +277,61 @@ import Testing
         #expect(pacer.queuedBytes < 60 * 1200 + 51 * 120)
     }
 
+    /// A picture of `packets` datagrams, its first marked as a keyframe's where it is one.
+    static func picture(keyframe: Bool, packets: Int = 3) -> [MediaPacer.Item] {
+        (0..<packets).map { index in
+            var item = datagram()
+            item.startsKeyframe = keyframe && index == 0
+            return item
+        }
+    }
+
+    /// A skip to the live edge keeps the video from the newest keyframe that has waited less than
+    /// the limit, and drops what was queued before it and the resends; with no such keyframe, all
+    /// the video. The audio stays either way.
+    @Test func aSkipGoesOnFromTheNewestKeyframeHeld() {
+        func filled() -> MediaPacer {
+            var pacer = MediaPacer()
+            for (at, keyframe) in [(0.0, true), (0.5, false), (1.0, true), (1.5, false)] {
+                for item in Self.picture(keyframe: keyframe) { pacer.enqueue(item, at: at) }
+            }
+            pacer.enqueue(Self.audio(), at: 1.5)
+            pacer.enqueue(.init(bytes: [UInt8](repeating: 2, count: 1000), carriesTransportSequence: true, isRetransmission: true), at: 1.5)
+            return pacer
+        }
+        var pacer = filled()
+        let kept = pacer.dropVideo(keepingKeyframeYoungerThan: 2, at: 2.5)
+        #expect(kept)
+        #expect(pacer.queuedBytes == 6 * 1200 + 120)
+        var left: [MediaPacer.Item] = []
+        var now = 2.5
+        while !pacer.isEmpty, now < 4 { left += pacer.release(at: now); now += 0.005 }
+        let video = left.filter(\.isVideo)
+        #expect(video.count == 6 && video.first?.startsKeyframe == true, "the newest keyframe's picture and the one after it")
+        #expect(!left.contains(where: \.isRetransmission) && left.count == 7)
+
+        // That keyframe has waited 2.5 s: older than the limit, so all the video goes.
+        pacer = filled()
+        let keptOld = pacer.dropVideo(keepingKeyframeYoungerThan: 2, at: 3.5)
+        #expect(!keptOld)
+        #expect(pacer.queuedBytes == 120)
+    }
+
+    /// Video stale behind a full window goes up to the newest keyframe that has not waited as
+    /// long, and the caller is not asked for the next keyframe: the video goes on from that one.
+    @Test func staleVideoGoesOnFromAYoungerKeyframe() {
+        var pacer = MediaPacer()
+        for tick in 0..<200 {
+            let now = Double(tick) * 0.02
+            for item in Self.picture(keyframe: tick % 50 == 0, packets: 1) { pacer.enqueue(item, at: now) }
+            _ = pacer.release(at: now, window: 0)
+        }
+        let dropped = pacer.takeDroppedStaleVideo()
+        #expect(!dropped, "a keyframe younger than the stale limit was held")
+        // The keyframe of 3 s in is the oldest video left.
+        #expect(abs(pacer.oldestVideoWait(at: 3.98) - 0.98) < 0.001)
+    }
+
     /// A link full enough to lose packets gets at most a quarter of the media's rate in resends,
     /// however many the browser NACKs; a quiet link has the whole bucket for the next loss.
     @Test func resendsAreBoundedByAShareOfTheMediaRate() {
