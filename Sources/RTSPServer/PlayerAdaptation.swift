@@ -256,8 +256,9 @@ final class PlayerAdaptation: Sendable {
             state.withLock { $0.probeBitRate = Double(extra) }
             probe(extraBitRate: extra, rungBitRate: current.bitRate, seconds: probeSeconds)
         case .skipToLiveEdge:
-            // A keyframe the transport still holds that has waited less than the lag limit is
-            // as near live as the next one would be when it arrives, and plays at once.
+            // A keyframe the transport still holds that has waited less than the lag limit plays
+            // now, where the next one would wait up to a keyframe interval; the cost is that lag
+            // drains instead of being dropped (`MediaPacer.dropVideo(keepingKeyframeYoungerThan:at:)`).
             let limit = state.withLock { $0.policy!.maximumLag }  // the policy that decided the skip
             if subscriber.skipToLiveEdge(keepingKeyframeYoungerThan: limit) {
                 logger.info("player skips to the newest keyframe it holds: its link does not carry the lowest level", metadata: ["level": "\(current.level)"])
