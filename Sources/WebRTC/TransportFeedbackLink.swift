@@ -117,6 +117,14 @@ public struct TransportFeedbackLink: Sendable {
         return max(0, reported.queue + since - (now - reported.time))
     }
 
+    /// The queue a packet sent now would meet (seconds, 0 before any feedback), at the rate the
+    /// path drains now: while feedback shows a queue, the rate its packets arrived at
+    /// (`queuedDeliveryRate`), the link's own then; else `drainRate`. Known within a feedback or
+    /// two of a fall, where a queue that was reported takes as long as it is deep to show.
+    public func queueAhead(at now: Double, drainRate: Double) -> Double {
+        predictedQueue(at: now, bitRate: queuedDeliveryRate ?? drainRate) ?? 0
+    }
+
     /// One feedback, taken at `now` (the node's clock); nil when it names nothing the node sent.
     public mutating func receive(_ feedback: TransportFeedback, at now: Double) -> LinkObservation? {
         var reported = 0

@@ -368,11 +368,14 @@ public final class WebRTCViewer: Sendable {
         let paceIn = state.withLock { state -> Double? in
             guard state.outbound != nil, state.peer != nil, !state.ended else { return nil }
             let now = clock.seconds
-            var playoutDelay: (id: Int, minimum: Double)?
+            var playoutDelay: (id: Int, minimum: Double, maximum: Double)?
             let keyframe = track == 0 && packets.first.map { H264Packetizer.startsKeyframe($0.payload) } == true
             if track == 0, let id = answer.playoutDelayExtension {
                 if keyframe { state.playoutDelay.keyframe(bytes: packets.reduce(0) { $0 + $1.payload.readableBytes }) }
-                playoutDelay = (id, state.playoutDelay.update(drainRate: Self.drainRate(state), at: now))
+                let drainRate = Self.drainRate(state)
+                state.playoutDelay.update(drainRate: drainRate, pathQueue: state.link.queueAhead(at: now, drainRate: drainRate), at: now)
+                let ask = state.playoutDelay.ask
+                playoutDelay = (id, ask.minimum, ask.maximum)
             }
             for (index, packet) in packets.enumerated() {
                 let header = Self.header(packet, payloadType: payloadType, ssrc: ssrc, transportSequence: extensionID.map { ($0, 0) },
@@ -646,7 +649,7 @@ public final class WebRTCViewer: Sendable {
     /// sequence number first (`leave` fills it in at bytes 17–18), then the playout delay asked
     /// of the browser. Written inline, field by field: this runs per packet per viewer.
     static func header(_ packet: RTPPacket, payloadType: UInt8, ssrc: UInt32, transportSequence: (id: Int, value: UInt16)?,
-                       playoutDelay: (id: Int, minimum: Double)? = nil) -> ViewerRTPHeader {
+                       playoutDelay: (id: Int, minimum: Double, maximum: Double)? = nil) -> ViewerRTPHeader {
         var header = ViewerRTPHeader()
         header.append(UInt8(transportSequence == nil && playoutDelay == nil ? 0x80 : 0x90))
         header.append((packet.marker ? 0x80 : 0) | (payloadType & 0x7F))
@@ -662,8 +665,8 @@ public final class WebRTCViewer: Sendable {
                 header.append(UInt8(id << 4 | 1))
                 header.append(value)
             }
-            if let (id, minimum) = playoutDelay {
-                let (a, b, c) = KeyframePlayoutDelay.payload(minimum: minimum)
+            if let (id, minimum, maximum) = playoutDelay {
+                let (a, b, c) = KeyframePlayoutDelay.payload(minimum: minimum, maximum: maximum)
                 header.append(UInt8(id << 4 | 2))
                 header.append(a)
                 header.append(b)
@@ -676,7 +679,7 @@ public final class WebRTCViewer: Sendable {
 
     /// The whole packet in the clear, `header(...)` and the payload (tests; padding).
     static func serialize(_ packet: RTPPacket, payloadType: UInt8, ssrc: UInt32, transportSequence: (id: Int, value: UInt16)?,
-                          playoutDelay: (id: Int, minimum: Double)? = nil) -> [UInt8] {
+                          playoutDelay: (id: Int, minimum: Double, maximum: Double)? = nil) -> [UInt8] {
         header(packet, payloadType: payloadType, ssrc: ssrc, transportSequence: transportSequence, playoutDelay: playoutDelay).bytes
             + packet.payload.readableBytesView
     }

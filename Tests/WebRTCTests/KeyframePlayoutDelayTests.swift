@@ -33,6 +33,33 @@ import Testing
         #expect(fresh.update(drainRate: 0, at: 1) == 0 && fresh.update(drainRate: .nan, at: 2) == 0)
     }
 
+    /// A queue on the path deeper than `deepQueue` asks the browser to render pictures at once
+    /// (minimum and maximum 0) until `atOnceHold` seconds after the last such queue; the
+    /// keyframe delay it went on tracking meanwhile then grows back at `regrowth`, not whole. A
+    /// keyframe's own queue on a link its rung nearly fills asks nothing of the kind.
+    @Test func aDeepQueueOnThePathAsksForPicturesAtOnceAndTheDelayGrowsBackAfter() {
+        var delay = KeyframePlayoutDelay()
+        delay.keyframe(bytes: 29_000)
+        #expect(delay.update(drainRate: 1_300_000, pathQueue: 0.3, at: 1) == 0.19)
+        #expect(!delay.rendersAtOnce && delay.ask == (0.19, KeyframePlayoutDelay.maximum))
+        // The link falls under a full queue: 2.4 s of it.
+        #expect(delay.update(drainRate: 400_000, pathQueue: 2.4, at: 2) == 0)
+        #expect(delay.rendersAtOnce && delay.ask == (0, 0))
+        // The queue drains; pictures are still rendered at once within the hold.
+        delay.update(drainRate: 400_000, pathQueue: 0.05, at: 2 + KeyframePlayoutDelay.atOnceHold)
+        #expect(delay.rendersAtOnce)
+        // After it, the keyframe delay (29 KB over 400 kbit/s: the ceiling) grows back from nothing.
+        let end = 2.5 + KeyframePlayoutDelay.atOnceHold
+        #expect(delay.update(drainRate: 400_000, pathQueue: 0.05, at: end) == 0)
+        #expect(!delay.rendersAtOnce && delay.ask == (0, KeyframePlayoutDelay.maximum))
+        #expect(delay.update(drainRate: 400_000, at: end + 2) == 0.2)
+        #expect(delay.update(drainRate: 400_000, at: end + 4.5) == 0.45)
+        #expect(delay.update(drainRate: 400_000, at: end + 6) == KeyframePlayoutDelay.ceiling)
+        #expect(delay.update(drainRate: 400_000, at: end + 9) == KeyframePlayoutDelay.ceiling)
+        let (a, b, c) = KeyframePlayoutDelay.payload(minimum: 0, maximum: 0)
+        #expect(a == 0 && b == 0 && c == 0)
+    }
+
     /// The extension's bytes: 12 bits of minimum then 12 of maximum, in 10 ms units.
     @Test func theExtensionCarriesTheMinimumAndLibwebrtcsDefaultMaximum() {
         let (a, b, c) = KeyframePlayoutDelay.payload(minimum: 0.19)

@@ -83,6 +83,36 @@ import Testing
         #expect(link.queuedDeliveryRate == nil)
     }
 
+    /// The queue ahead of a packet sent now: what was sent since the newest reported packet, at
+    /// the rate the queued packets arrived at once feedback shows a queue (the wide estimate the
+    /// caller passes would read it as nothing), and at the caller's rate while none shows.
+    @Test func theQueueAheadOfAPacketSentNowIsWhatWasSentSinceAtTheRateTheLinkDrainsNow() {
+        var link = TransportFeedbackLink()
+        var sequence: UInt16 = 0
+        var arrival = 0.0
+        // 1200-byte packets every 2 ms (4.8 Mbit/s), reported 20 at a time 70 ms after the batch starts.
+        func batch(at start: Double, spacing: Double, report: Bool = true) {
+            var packets: [TransportFeedback.Packet] = []
+            for index in 0..<20 {
+                let sent = start + Double(index) * 0.002
+                link.sent(sequence: sequence, bytes: 1200, at: sent)
+                arrival = max(arrival + spacing, sent + 0.01)
+                packets.append(.init(sequence: sequence, arrival: Int64((1000 + arrival) * 1e6)))
+                sequence &+= 1
+            }
+            if report { _ = link.receive(TransportFeedback(baseSequence: sequence &- 20, feedbackCount: 0, packets: packets), at: start + 0.07) }
+        }
+        for step in 0..<8 { batch(at: Double(step) * 0.04, spacing: 0.002) }
+        let wide = 10_000_000.0
+        #expect(link.queueAhead(at: 0.36, drainRate: wide) < 0.05)
+        // The link falls to 400 kbit/s (24 ms a packet): one batch reported, four more sent since.
+        batch(at: 0.32, spacing: 0.024)
+        for step in 1...4 { batch(at: 0.32 + Double(step) * 0.04, spacing: 0.024, report: false) }
+        let ahead = link.queueAhead(at: 0.5, drainRate: wide)
+        // The reported batch met up to 0.45 s; 96 KB more at 400 kbit/s is 1.9 s, less the 0.11 s since.
+        #expect(ahead > 2 && ahead < 2.4, "\(ahead)")
+    }
+
     /// Media lost teaches how much the path holds: the least that was in flight when a lost
     /// packet of the newest feedback with losses left, less a fifth. A probe's padding lost does
     /// not, and the lesson is forgotten after `lossMemory`.

@@ -18,12 +18,12 @@ import WebRTC
     }
 
     @Test func thePlayoutDelayFollowsTheTransportSequence() {
-        let bytes = WebRTCViewer.serialize(Self.packet, payloadType: 102, ssrc: 7, transportSequence: (3, 0xABCD), playoutDelay: (5, 0.19))
+        let bytes = WebRTCViewer.serialize(Self.packet, payloadType: 102, ssrc: 7, transportSequence: (3, 0xABCD), playoutDelay: (5, 0.19, KeyframePlayoutDelay.maximum))
         // 19 × 10 ms minimum, 1000 × 10 ms maximum (0x3E8).
         #expect(Array(bytes[12..<24]) == [0xBE, 0xDE, 0, 2, 0x31, 0xAB, 0xCD, 0x52, 0x01, 0x33, 0xE8, 0])
         #expect(Array(bytes[17...18]) == [0xAB, 0xCD])
         #expect(Array(bytes[24...]) == [0x65, 1, 2, 3])
-        let alone = WebRTCViewer.serialize(Self.packet, payloadType: 102, ssrc: 7, transportSequence: nil, playoutDelay: (5, 0))
+        let alone = WebRTCViewer.serialize(Self.packet, payloadType: 102, ssrc: 7, transportSequence: nil, playoutDelay: (5, 0, KeyframePlayoutDelay.maximum))
         #expect(alone[0] == 0x90 && Array(alone[12..<20]) == [0xBE, 0xDE, 0, 1, 0x52, 0, 0x03, 0xE8])
     }
 
@@ -36,9 +36,9 @@ import WebRTC
     /// The pacer holds the viewer's header and the rung's payload apart, sharing the payload's
     /// storage: the packet it lets go is the same as one serialized whole.
     @Test func aQueuedPacketSharesTheRungsPayload() {
-        let header = WebRTCViewer.header(Self.packet, payloadType: 102, ssrc: 7, transportSequence: (3, 0), playoutDelay: (5, 0.19))
+        let header = WebRTCViewer.header(Self.packet, payloadType: 102, ssrc: 7, transportSequence: (3, 0), playoutDelay: (5, 0.19, KeyframePlayoutDelay.maximum))
         let item = MediaPacer.Item(header: header, payload: Self.packet.payload, carriesTransportSequence: true, isVideo: true)
-        #expect(item.bytes == WebRTCViewer.serialize(Self.packet, payloadType: 102, ssrc: 7, transportSequence: (3, 0), playoutDelay: (5, 0.19)))
+        #expect(item.bytes == WebRTCViewer.serialize(Self.packet, payloadType: 102, ssrc: 7, transportSequence: (3, 0), playoutDelay: (5, 0.19, KeyframePlayoutDelay.maximum)))
         #expect(item.count == 24 + 4)
         item.payload.withUnsafeReadableBytes { queued in
             Self.packet.payload.withUnsafeReadableBytes { shared in #expect(queued.baseAddress == shared.baseAddress) }
