@@ -113,6 +113,41 @@ import Testing
         #expect(ahead > 2 && ahead < 2.4, "\(ahead)")
     }
 
+    /// Packets reported lost after the newest one that arrived are not on the path: a fall with
+    /// loss on a short queue does not read as a deep queue ahead.
+    @Test func packetsReportedLostAreNotPartOfTheQueueAhead() {
+        var link = TransportFeedbackLink()
+        var sequence: UInt16 = 0
+        var arrival = 0.0
+        // 1200-byte packets every 2 ms; of each batch of 20 the first `arriving` arrive, `spacing` apart.
+        func batch(at start: Double, spacing: Double, arriving: Int = 20, report: Bool = true) {
+            var packets: [TransportFeedback.Packet] = []
+            for index in 0..<20 {
+                let sent = start + Double(index) * 0.002
+                link.sent(sequence: sequence, bytes: 1200, at: sent)
+                var arrived: Int64?
+                if index < arriving {
+                    arrival = max(arrival + spacing, sent + 0.01)
+                    arrived = Int64((1000 + arrival) * 1e6)
+                }
+                packets.append(.init(sequence: sequence, arrival: arrived))
+                sequence &+= 1
+            }
+            if report { _ = link.receive(TransportFeedback(baseSequence: sequence &- 20, feedbackCount: 0, packets: packets), at: start + 0.07) }
+        }
+        for step in 0..<8 { batch(at: Double(step) * 0.04, spacing: 0.002) }
+        // The link falls to 400 kbit/s with a short queue: five packets arrive, fifteen are dropped.
+        batch(at: 0.32, spacing: 0.024, arriving: 5)
+        let wide = 10_000_000.0
+        let ahead = link.queueAhead(at: 0.39, drainRate: wide)
+        // The fifth met about 0.1 s and left 0.06 s ago; the fifteen dropped would add 0.36 s.
+        #expect(ahead < 0.1, "\(ahead)")
+        // Ten more sent and not yet reported are on the path: 96 kbit at 400 kbit/s.
+        batch(at: 0.39, spacing: 0.024, arriving: 10, report: false)
+        let later = link.queueAhead(at: 0.39, drainRate: wide)
+        #expect(later > ahead + 0.4 && later < ahead + 0.56, "\(later)")
+    }
+
     /// Media lost teaches how much the path holds: the least that was in flight when a lost
     /// packet of the newest feedback with losses left, less a fifth. A probe's padding lost does
     /// not, and the lesson is forgotten after `lossMemory`.
