@@ -1,3 +1,5 @@
+import DequeModule
+
 /// The least playout delay a viewer's browser is asked for, through libwebrtc's playout-delay
 /// RTP header extension: long enough for its rung's keyframes to cross its link.
 ///
@@ -20,11 +22,14 @@
 /// then about a GOP of them dropped. In 8 of 12 starts of runs CM and CO the viewer froze 3.0–4.6 s
 /// that way with nothing lost after the drain; with every picture rendered at once (run CR) no
 /// start dropped a picture, but keyframes froze again on links their rung nearly fills. So this
-/// holds only `atOnceHold` seconds after the last deep queue, by when the browser has relearned
-/// the pace from pictures arriving on time, and the keyframe delay then grows back (runs CV, CW:
-/// 1.56 s frozen a start against main's 2.71 s, 0–18 pictures dropped against up to 97).
+/// holds only while a queue drains that pictures went into faster than it drains, and
+/// `relearning` seconds after, by when the browser has relearned the pace from pictures
+/// arriving on time, and the delay then grows back, its maximum with its
+/// minimum (runs CV, CW: 1.56 s frozen a start against main's 2.71 s, 0–18 pictures dropped
+/// against up to 97).
 ///
-/// Pure: the caller says what time it is, what the path drains at and the queue ahead on it.
+/// Pure: the caller says what time it is, what the path drains at, the queue ahead on it and
+/// the pictures it hands over.
 public struct KeyframePlayoutDelay: Sendable {
     /// Crossing times under this ask nothing: Chromium counts a freeze only when a picture comes
     /// 150 ms later than its frame interval, and its own target covers the rest.
@@ -46,13 +51,30 @@ public struct KeyframePlayoutDelay: Sendable {
     /// got there too, and the keyframes rendered at once and the delay asked whole after froze
     /// 2.4 s in two minutes.
     public static let deepQueue = 1.0
-    /// How long pictures are rendered at once after the last deep queue (seconds).
-    public static let atOnceHold = 6.0
-    /// After pictures were rendered at once, the delay asked grows back at most this fast
-    /// (seconds a second), libwebrtc's own most for its delay: Chromium takes a delay asked
-    /// after none at once, and the keyframe delay asked whole froze it that long (0.27 and
-    /// 0.48 s in run CU). Grown slowly, it plays a little slower instead.
+    /// Pictures are rendered at once while the queue ahead drains and this long after
+    /// (seconds), for the browser to learn the pace of pictures arriving on time again.
+    public static let relearning = 3.0
+    /// A deep queue distorts the pace pictures arrive at only while the pictures going into it
+    /// are more than the path drains, by this much: the top's pictures into a link fallen to a
+    /// fifth of it arrive at a fifth of their pace. A rung under its link's rate, its pictures
+    /// waiting behind a queue its congestion window allows (0.7 s of a 400 kbit/s link, run
+    /// DD), arrives at its own pace, late: renewed by such a queue, 240p's keyframes were
+    /// rendered at once, each frozen 0.2 s, for as long as the viewer stayed.
+    public static let pacedOverDrain = 1.5
+    /// The span of media the pictures' rate is taken over (seconds).
+    static let pictureRateSpan = 1.0
+    /// After pictures were rendered at once, the delay grows back at most this fast (seconds a
+    /// second), libwebrtc's own most for its delay. While pictures render at once, libwebrtc
+    /// goes on moving its own delay towards its jitter target, and renders at that delay
+    /// (clamped to the minimum and maximum asked) the moment the ask allows: asked (0, 10 s)
+    /// after (0, 0), Chromium jumped from some 20 ms to its 0.26 s target and froze that long
+    /// (run CY's step; 0.27 and 0.48 s in run CU). So both the minimum and the maximum grow:
+    /// the maximum from 10 ms at this rate, the minimum with it up to the keyframes' need, and
+    /// Chromium plays a little slower instead of freezing.
     public static let regrowth = 0.1
+    /// The grown maximum at which the ask is libwebrtc's default maximum again (seconds):
+    /// over the jitter targets Chromium reaches on the links a rung is kept on (0.05–0.3 s).
+    public static let regrownMaximum = 1.0
     /// RTP, the header extensions and SRTP's tag per packet of about 1,200 bytes of payload.
     static let overhead = 1.04
 
@@ -60,7 +82,11 @@ public struct KeyframePlayoutDelay: Sendable {
     /// What the rung's keyframes need, and since when.
     private var needed = 0.0
     private var neededAt = -Double.infinity
-    private var deepQueueAt = -Double.infinity
+    /// Until when pictures are rendered at once.
+    private var atOnceUntil = -Double.infinity
+    /// The last second of pictures handed to the viewer: RTP time (90 kHz) and bytes.
+    private var pictures = Deque<(timestamp: UInt32, bytes: Int)>()
+    private var pictureBytes = 0
     /// When pictures were last rendered at once (nil: not since the delay grew back).
     private var atOnceEndedAt: Double?
 
@@ -69,22 +95,47 @@ public struct KeyframePlayoutDelay: Sendable {
     /// The delay asked now (seconds, in the extension's 10 ms steps): 0 while pictures are
     /// rendered at once.
     public private(set) var minimum = 0.0
+    /// The most the browser may hold pictures now: `maximum`, or less while the delay grows
+    /// back after pictures were rendered at once.
+    private var maximumNow = Self.maximum
 
     /// Whether the browser is asked to render pictures as soon as they are decoded.
     public private(set) var rendersAtOnce = false
 
     /// What the extension asks now: the least and the most the browser may hold pictures (seconds).
-    public var ask: (minimum: Double, maximum: Double) { rendersAtOnce ? (0, 0) : (minimum, Self.maximum) }
+    public var ask: (minimum: Double, maximum: Double) { rendersAtOnce ? (0, 0) : (minimum, maximumNow) }
 
     /// A keyframe of `bytes` leaves for the viewer (its rung's current size).
     public mutating func keyframe(bytes: Int) {
         keyframeBytes = bytes
     }
 
-    /// What to ask for now, given the rate the viewer's path drains at (bit/s) and the queue a
-    /// picture sent now meets there (seconds, `TransportFeedbackLink.queueAhead`); returns `minimum`.
+    /// A picture of `bytes` at RTP time `timestamp` (90 kHz) leaves for the viewer.
+    public mutating func picture(bytes: Int, timestamp: UInt32) {
+        pictures.append((timestamp, bytes))
+        pictureBytes += bytes
+        // Bounded by count too: a publisher whose timestamps stand still does not grow it.
+        while let first = pictures.first,
+              Int32(bitPattern: timestamp &- first.timestamp) > Int32(Self.pictureRateSpan * 90_000) || pictures.count > 240 {
+            pictures.removeFirst()
+            pictureBytes -= first.bytes
+        }
+    }
+
+    /// The rate of the video handed to the viewer over its last second of media (bit/s; nil
+    /// before a fifth of a second of it): the rung's own rate, however fast a catch-up sends it.
+    public var pictureRate: Double? {
+        guard let first = pictures.first, let last = pictures.last else { return nil }
+        let span = Double(Int32(bitPattern: last.timestamp &- first.timestamp)) / 90_000
+        guard span >= 0.2 else { return nil }
+        return Double(pictureBytes - first.bytes) * 8 / span
+    }
+
+    /// What to ask for now, given the rate the viewer's path drains at (bit/s), the queue a
+    /// picture sent now meets there (seconds, `TransportFeedbackLink.queueAhead`) and the rate
+    /// that queue drains at (bit/s; nil: `drainRate`); returns `minimum`.
     @discardableResult
-    public mutating func update(drainRate: Double, pathQueue: Double = 0, at now: Double) -> Double {
+    public mutating func update(drainRate: Double, pathQueue: Double = 0, queueDrainRate: Double? = nil, at now: Double) -> Double {
         var crossing = 0.0
         if drainRate.isFinite, drainRate > 0 {
             crossing = Double(keyframeBytes) * 8 * Self.overhead / drainRate
@@ -97,14 +148,23 @@ public struct KeyframePlayoutDelay: Sendable {
             needed = wanted
             neededAt = now
         }
-        if pathQueue > Self.deepQueue { deepQueueAt = now }
-        let atOnce = now - deepQueueAt <= Self.atOnceHold
+        if pathQueue > Self.deepQueue, (pictureRate ?? .infinity) > (queueDrainRate ?? drainRate) * Self.pacedOverDrain {
+            atOnceUntil = max(atOnceUntil, now + pathQueue + Self.relearning)
+        }
+        let atOnce = now <= atOnceUntil
         if rendersAtOnce, !atOnce { atOnceEndedAt = now }
         rendersAtOnce = atOnce
         minimum = atOnce ? 0 : needed
+        maximumNow = Self.maximum
         if !atOnce, let ended = atOnceEndedAt {
-            let grown = ((now - ended) * Self.regrowth * 100).rounded(.down) / 100
-            if grown >= needed { atOnceEndedAt = nil } else { minimum = grown }
+            // At least 10 ms: a minimum of 0 under a maximum of 0.5 s or less is "at once" again.
+            let grown = max(0.01, ((now - ended) * Self.regrowth * 100).rounded(.down) / 100)
+            if grown >= Self.regrownMaximum {
+                atOnceEndedAt = nil
+            } else {
+                minimum = max(0.01, min(grown, needed))
+                maximumNow = grown
+            }
         }
         return minimum
     }

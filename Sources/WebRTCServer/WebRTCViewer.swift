@@ -371,9 +371,18 @@ public final class WebRTCViewer: Sendable {
             var playoutDelay: (id: Int, minimum: Double, maximum: Double)?
             let keyframe = track == 0 && packets.first.map { H264Packetizer.startsKeyframe($0.payload) } == true
             if track == 0, let id = answer.playoutDelayExtension {
-                if keyframe { state.playoutDelay.keyframe(bytes: packets.reduce(0) { $0 + $1.payload.readableBytes }) }
+                let bytes = packets.reduce(0) { $0 + $1.payload.readableBytes }
+                if keyframe { state.playoutDelay.keyframe(bytes: bytes) }
+                if let first = packets.first { state.playoutDelay.picture(bytes: bytes, timestamp: first.timestamp) }
                 let drainRate = Self.drainRate(state)
-                state.playoutDelay.update(drainRate: drainRate, pathQueue: state.link.queueAhead(at: now, drainRate: drainRate), at: now)
+                let wasAtOnce = state.playoutDelay.rendersAtOnce
+                let queueAhead = state.link.queueAhead(at: now, drainRate: drainRate)
+                state.playoutDelay.update(drainRate: drainRate, pathQueue: queueAhead, queueDrainRate: state.link.queuedDeliveryRate, at: now)
+                if state.playoutDelay.rendersAtOnce != wasAtOnce {
+                    logger.debug("WebRTC viewer's pictures rendered at once", metadata: [
+                        "at": "\(Self.wallClock())", "atOnce": "\(!wasAtOnce)", "queueAhead": "\(queueAhead)",
+                        "queueDrainRate": "\(state.link.queuedDeliveryRate ?? drainRate)", "pictureRate": "\(state.playoutDelay.pictureRate ?? 0)"])
+                }
                 let ask = state.playoutDelay.ask
                 playoutDelay = (id, ask.minimum, ask.maximum)
             }
