@@ -61,8 +61,13 @@ public struct KeyframePlayoutDelay: Sendable {
     /// DD), arrives at its own pace, late: renewed by such a queue, 240p's keyframes were
     /// rendered at once, each frozen 0.2 s, for as long as the viewer stayed.
     public static let pacedOverDrain = 1.5
-    /// The span of media the pictures' rate is taken over (seconds).
+    /// The span of media the pictures' rate is taken over (seconds), and the most pictures kept
+    /// for it (a second at 240 a second): a publisher whose timestamps stand still does not grow it.
     static let pictureRateSpan = 1.0
+    static let picturesKept = 240
+    /// The least delay asked while it grows back (seconds): a minimum of 0 under a maximum of
+    /// 0.5 s or less is "at once" again to libwebrtc.
+    static let leastRegrown = 0.01
     /// After pictures were rendered at once, the delay grows back at most this fast (seconds a
     /// second), libwebrtc's own most for its delay. While pictures render at once, libwebrtc
     /// goes on moving its own delay towards its jitter target, and renders at that delay
@@ -114,9 +119,8 @@ public struct KeyframePlayoutDelay: Sendable {
     public mutating func picture(bytes: Int, timestamp: UInt32) {
         pictures.append((timestamp, bytes))
         pictureBytes += bytes
-        // Bounded by count too: a publisher whose timestamps stand still does not grow it.
         while let first = pictures.first,
-              Int32(bitPattern: timestamp &- first.timestamp) > Int32(Self.pictureRateSpan * 90_000) || pictures.count > 240 {
+              Int32(bitPattern: timestamp &- first.timestamp) > Int32(Self.pictureRateSpan * 90_000) || pictures.count > Self.picturesKept {
             pictures.removeFirst()
             pictureBytes -= first.bytes
         }
@@ -133,7 +137,8 @@ public struct KeyframePlayoutDelay: Sendable {
 
     /// What to ask for now, given the rate the viewer's path drains at (bit/s), the queue a
     /// picture sent now meets there (seconds, `TransportFeedbackLink.queueAhead`) and the rate
-    /// that queue drains at (bit/s; nil: `drainRate`); returns `minimum`.
+    /// that queue drains at (bit/s, `TransportFeedbackLink.queueDrainRate`; nil: `drainRate`);
+    /// returns `minimum`.
     @discardableResult
     public mutating func update(drainRate: Double, pathQueue: Double = 0, queueDrainRate: Double? = nil, at now: Double) -> Double {
         var crossing = 0.0
@@ -157,12 +162,11 @@ public struct KeyframePlayoutDelay: Sendable {
         minimum = atOnce ? 0 : needed
         maximumNow = Self.maximum
         if !atOnce, let ended = atOnceEndedAt {
-            // At least 10 ms: a minimum of 0 under a maximum of 0.5 s or less is "at once" again.
-            let grown = max(0.01, ((now - ended) * Self.regrowth * 100).rounded(.down) / 100)
+            let grown = max(Self.leastRegrown, ((now - ended) * Self.regrowth * 100).rounded(.down) / 100)
             if grown >= Self.regrownMaximum {
                 atOnceEndedAt = nil
             } else {
-                minimum = max(0.01, min(grown, needed))
+                minimum = max(Self.leastRegrown, min(grown, needed))
                 maximumNow = grown
             }
         }

@@ -130,7 +130,13 @@ public struct TransportFeedbackLink: Sendable {
     /// (`queuedDeliveryRate`), the link's own then; else `drainRate`. Known within a feedback or
     /// two of a fall, where a queue that was reported takes as long as it is deep to show.
     public func queueAhead(at now: Double, drainRate: Double) -> Double {
-        predictedQueue(at: now, bitRate: queuedDeliveryRate ?? drainRate) ?? 0
+        predictedQueue(at: now, bitRate: queueDrainRate(drainRate: drainRate)) ?? 0
+    }
+
+    /// The rate the queue ahead drains at: `queuedDeliveryRate` while feedback shows a queue,
+    /// else `drainRate` (bit/s).
+    public func queueDrainRate(drainRate: Double) -> Double {
+        queuedDeliveryRate ?? drainRate
     }
 
     /// One feedback, taken at `now` (the node's clock); nil when it names nothing the node sent.

@@ -377,11 +377,12 @@ public final class WebRTCViewer: Sendable {
                 let drainRate = Self.drainRate(state)
                 let wasAtOnce = state.playoutDelay.rendersAtOnce
                 let queueAhead = state.link.queueAhead(at: now, drainRate: drainRate)
-                state.playoutDelay.update(drainRate: drainRate, pathQueue: queueAhead, queueDrainRate: state.link.queuedDeliveryRate, at: now)
+                let queueDrainRate = state.link.queueDrainRate(drainRate: drainRate)
+                state.playoutDelay.update(drainRate: drainRate, pathQueue: queueAhead, queueDrainRate: queueDrainRate, at: now)
                 if state.playoutDelay.rendersAtOnce != wasAtOnce {
                     logger.debug("WebRTC viewer's pictures rendered at once", metadata: [
                         "at": "\(Self.wallClock())", "atOnce": "\(!wasAtOnce)", "queueAhead": "\(queueAhead)",
-                        "queueDrainRate": "\(state.link.queuedDeliveryRate ?? drainRate)", "pictureRate": "\(state.playoutDelay.pictureRate ?? 0)"])
+                        "queueDrainRate": "\(queueDrainRate)", "pictureRate": "\(state.playoutDelay.pictureRate ?? 0)"])
                 }
                 let ask = state.playoutDelay.ask
                 playoutDelay = (id, ask.minimum, ask.maximum)
