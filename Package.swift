@@ -43,6 +43,8 @@ let package = Package(
         // Rate–quality analysis of ladders, pure Swift: convex hull, BD-rate, a suggested ladder,
         // the HTML/SVG report `abr-worker ladder` writes, and the quality timeline `transcode --quality` writes.
         .target(name: "LadderQuality", dependencies: ["MediaCore"]),
+        // Child processes (the demo's loop publisher, the tests' peers) started so they can be signalled.
+        .target(name: "ChildProcess"),
         // glibc allocator tuning (malloc.h) for the long-running node.
         .target(name: "CAllocator"),
         // The ladder's bicubic for 8-bit planes, in C with AVX2 and AVX-512 kernels chosen at run
@@ -177,7 +179,7 @@ let package = Package(
         .target(
             name: "NodeApp",
             dependencies: [
-                "Transcoder", "MediaCore", "RTSPServer", "Ingest", "RTMPServer", "SRTServer", "WebRTCServer", "LiveNode", "ControlPlane", "Store", "CAllocator",
+                "Transcoder", "MediaCore", "RTSPServer", "Ingest", "RTMPServer", "SRTServer", "WebRTCServer", "LiveNode", "ControlPlane", "Store", "CAllocator", "ChildProcess",
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -217,7 +219,7 @@ let package = Package(
                            .product(name: "ExtrasBase64", package: "swift-extras-base64")]
         ),
         // Helpers shared by the test targets: running real peers, probing media, reading playlists.
-        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["ChildProcess"], path: "Tests/TestSupport"),
         .testTarget(
             name: "TranscoderTests",
             dependencies: ["Transcoder", "MediaCore", "FFmpegBridge", "CPlaneScaler", "LadderQuality", "abr-worker", "TestSupport"]

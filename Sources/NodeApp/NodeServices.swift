@@ -1,3 +1,4 @@
+import ChildProcess
 import ControlPlane
 import Foundation
 import Logging
@@ -106,12 +107,13 @@ struct LoopPublisher: Service {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
             // The service group ignores SIGINT/SIGTERM to handle them itself, and children inherit
-            // ignored signals: give ffmpeg its defaults back so it can be stopped cleanly.
+            // ignored signals: give ffmpeg its defaults back so it can be stopped cleanly. (They
+            // also inherit the spawning thread's mask: see `runDeliveringSignals`.)
             process.arguments = ["--default-signal=INT,TERM", "ffmpeg", "-hide_banner", "-loglevel", "error", "-re", "-stream_loop", "-1", "-i", file,
                                  "-c", "copy", "-f", "rtsp", "-rtsp_transport", "tcp", url]
             process.standardInput = FileHandle.nullDevice
             do {
-                try process.run()
+                try process.runDeliveringSignals()
             } catch {
                 logger.error("cannot start ffmpeg for --publish-loop: \(error)")
                 return

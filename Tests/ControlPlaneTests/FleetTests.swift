@@ -138,7 +138,7 @@ import TestSupport
         player.arguments = ["-hide_banner", "-loglevel", "error", "-rtsp_transport", "tcp", "-i", "\(c.rtspBase)/live/stream1_2",
                             "-c", "copy", "-f", "mpegts", "-y", recording.path]
         player.standardError = FileHandle.nullDevice
-        try player.run()
+        try player.runDeliveringSignals()
         let playerStarted = Date()
         defer { stopProcess(player, signal: SIGKILL) }
         // Playing before the drain begins: the node lists it.

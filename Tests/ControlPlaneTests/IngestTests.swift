@@ -20,7 +20,7 @@ import TestSupport
         FileManager.default.createFile(atPath: errors.path, contents: nil)
         process.standardError = try FileHandle(forWritingTo: errors)
         process.standardInput = FileHandle.nullDevice
-        try process.run()
+        try process.runDeliveringSignals()
         return process
     }
 
@@ -38,7 +38,7 @@ import TestSupport
         process.standardError = try FileHandle(forWritingTo: errors)
         process.standardOutput = FileHandle.nullDevice
         process.standardInput = FileHandle.nullDevice
-        try process.run()
+        try process.runDeliveringSignals()
         return process
     }
 
@@ -132,7 +132,7 @@ extension IngestTests {
         FileManager.default.createFile(atPath: errors.path, contents: nil)
         process.standardError = try FileHandle(forWritingTo: errors)
         process.standardInput = FileHandle.nullDevice
-        try process.run()
+        try process.runDeliveringSignals()
         return process
     }
 
@@ -169,7 +169,7 @@ extension IngestTests {
         FileManager.default.createFile(atPath: playerErrors.path, contents: nil)
         player.standardError = try FileHandle(forWritingTo: playerErrors)
         player.standardInput = FileHandle.nullDevice
-        try player.run()
+        try player.runDeliveringSignals()
         defer { stopProcess(player, signal: SIGINT) }
 
         let rtmpErrors = scratch.appendingPathComponent("rtmp.err")
@@ -254,7 +254,7 @@ extension IngestTests {
         FileManager.default.createFile(atPath: gstreamerErrors.path, contents: nil)
         gstreamer.standardError = try FileHandle(forWritingTo: gstreamerErrors)
         gstreamer.standardOutput = FileHandle.nullDevice
-        try gstreamer.run()
+        try gstreamer.runDeliveringSignals()
         defer { stopProcess(gstreamer, signal: SIGINT) }
         let running = node.waitFor(timeout: 20) {
             node.jobState("live/stream1") == "running" && Self.publisher(node)?["protocol"] as? String == "srt"

@@ -25,7 +25,7 @@ import TestSupport
         publisher.arguments = ["-hide_banner", "-loglevel", "error", "-re"] + (loop ? ["-stream_loop", "-1"] : [])
             + ["-i", fixture("720p30-h264-aac.mp4"), "-t", "\(seconds)", "-c", "copy", "-f", "rtsp", "-rtsp_transport", "tcp", url]
         publisher.standardError = FileHandle.nullDevice
-        try publisher.run()
+        try publisher.runDeliveringSignals()
         return publisher
     }
 
@@ -58,7 +58,7 @@ import TestSupport
         events.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
         events.arguments = ["-s", "-N", "--max-time", "120", node.httpBase + "/v1/streams/live/stream1/events"]
         events.standardOutput = try FileHandle(forWritingTo: eventsFile)
-        try events.run()
+        try events.runDeliveringSignals()
         defer { stopProcess(events) }
         #expect(node.waitFor(timeout: 10) { ((try? String(contentsOf: eventsFile, encoding: .utf8)) ?? "").contains("event: state") })
 

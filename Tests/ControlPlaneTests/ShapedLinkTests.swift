@@ -35,7 +35,7 @@ import TestSupport
             process.standardInput = input
             process.standardOutput = FileHandle.nullDevice
             process.standardError = try FileHandle(forWritingTo: errorFile)
-            try process.run()
+            try process.runDeliveringSignals()
         }
 
         var errors: String { (try? String(contentsOf: errorFile, encoding: .utf8)) ?? "" }

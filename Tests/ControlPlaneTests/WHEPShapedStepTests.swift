@@ -45,7 +45,7 @@ import TestSupport
         chromium.arguments = Array(namespace.launcher.dropFirst()) + ["/usr/bin/python3", script, node.httpBase + "/play/live/stream1_1", "100", "0"]
         chromium.standardOutput = try FileHandle(forWritingTo: statsFile)
         chromium.standardError = FileHandle.nullDevice
-        try chromium.run()
+        try chromium.runDeliveringSignals()
         defer { stopProcess(chromium, signal: SIGTERM, grace: 5) }
 
         func samples() -> [Sample] {

@@ -142,7 +142,7 @@ import Testing
             """]
         let output = Pipe()
         origin.standardOutput = output
-        try origin.run()
+        try origin.runDeliveringSignals()
         defer { stopProcess(origin) }
         let portLine = String(decoding: output.fileHandleForReading.availableData, as: UTF8.self)
         let originPort = try #require(Int(portLine.trimmingCharacters(in: .whitespacesAndNewlines)))

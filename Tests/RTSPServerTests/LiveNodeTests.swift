@@ -154,14 +154,20 @@ func probePackets(_ url: String, transport: String = "tcp", seconds: Int) throws
 
         // Live HLS: identical segment boundaries, each segment starting on an IDR, in every variant.
         let deadline = Date().addingTimeInterval(15)
+        let reader = SegmentStartsReader()
         var starts: [[String: Double]] = []
+        var common = Set<String>()
         while Date() < deadline {
-            starts = try (1...3).map { try segmentStarts(node.hls("stream1_\($0)")) }
-            if Set(starts.map { Set($0.keys) }).count == 1, starts[0].count >= 3 { break }
+            starts = try (1...3).map { try reader.starts(node.hls("stream1_\($0)")) }
+            common = Set(starts[0].keys).intersection(starts[1].keys).intersection(starts[2].keys)
+            if common.count >= 3 { break }
             Thread.sleep(forTimeInterval: 0.5)
         }
-        let common = Set(starts[0].keys).intersection(starts[1].keys).intersection(starts[2].keys)
         #expect(common.count >= 2, "too few common segments: \(starts)")
+        for level in 1...3 {
+            let folder = node.hls("stream1_\(level)")
+            #expect(reader.segmentsNotStartingOnAKeyframe(folder).isEmpty, "L\(level)'s segments not on a keyframe: \(reader.segmentsNotStartingOnAKeyframe(folder))")
+        }
         for name in common { #expect(starts[0][name] == starts[1][name] && starts[1][name] == starts[2][name], "\(name): \(starts.map { $0[name] ?? -1 })") }
         let master = try PlaylistChecker.master(String(contentsOf: node.hls("master.m3u8"), encoding: .utf8))
         #expect(master.map(\.uri) == ["stream1_1/index.m3u8", "stream1_2/index.m3u8", "stream1_3/index.m3u8"])
@@ -234,7 +240,7 @@ func probePackets(_ url: String, transport: String = "tcp", seconds: Int) throws
                                "!", "avenc_aac", "!", "aacparse", "!", "sink."]
         publisher.standardOutput = FileHandle.nullDevice
         publisher.standardError = FileHandle.nullDevice
-        try publisher.run()
+        try publisher.runDeliveringSignals()
         defer { stopProcess(publisher, signal: SIGINT) }
         try #require(node.waitUntilPlayable(["live/stream1_3"]), "rtspclientsink's stream never made a ladder")
         let playback = try playWithRTSPSource(node.url("live/stream1_3"), protocols: "tcp", pictures: 45,
@@ -465,21 +471,47 @@ func probePackets(_ url: String, transport: String = "tcp", seconds: Int) throws
 }
 
 /// First video timestamp of every segment in a variant's live playlist, by segment name.
-func segmentStarts(_ folder: URL) throws -> [String: Double] {
-    guard let text = try? String(contentsOf: folder.appendingPathComponent("index.m3u8"), encoding: .utf8) else { return [:] }
-    let playlist = try PlaylistChecker.media(text)
-    var starts: [String: Double] = [:]
-    let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("live-segment-\(UUID().uuidString).mp4")
-    defer { try? FileManager.default.removeItem(at: scratch) }
-    for segment in playlist.segments {
-        guard let map = playlist.map, let initData = try? Data(contentsOf: folder.appendingPathComponent(map)),
-              let data = try? Data(contentsOf: folder.appendingPathComponent(segment.uri)) else { continue }
-        try (initData + data).write(to: scratch)
-        if let first = try MediaProbe.videoPackets(scratch.path).first, first.isKeyframe {
-            starts[segment.uri] = (first.pts * 1000).rounded() / 1000
-        }
+func segmentStarts(_ folder: URL) throws -> [String: Double] { try SegmentStartsReader().starts(folder) }
+
+/// Each variant's segment starts, read again and again as a live window moves. A segment the
+/// playlist lists is finished, so each is probed once: probing every listed segment on every
+/// pass made one such wait take 20 s of ffprobe runs.
+final class SegmentStartsReader {
+    /// Per folder and segment, the first picture's time, or nil where it is not a keyframe.
+    private var probed: [String: [String: Double?]] = [:]
+
+    /// Segments listed so far whose first picture is not a keyframe, per folder.
+    func segmentsNotStartingOnAKeyframe(_ folder: URL) -> [String] {
+        (probed[folder.path] ?? [:]).filter { $0.value == nil }.map(\.key).sorted()
     }
-    return starts
+
+    /// The start of every segment the playlist lists now that begins with a keyframe.
+    func starts(_ folder: URL) throws -> [String: Double] {
+        guard let text = try? String(contentsOf: folder.appendingPathComponent("index.m3u8"), encoding: .utf8) else { return [:] }
+        let playlist = try PlaylistChecker.media(text)
+        var known = probed[folder.path] ?? [:]
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("live-segment-\(UUID().uuidString).mp4")
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        var starts: [String: Double] = [:]
+        for segment in playlist.segments {
+            if let start = known[segment.uri] {
+                if let start { starts[segment.uri] = start }
+                continue
+            }
+            guard let map = playlist.map, let initData = try? Data(contentsOf: folder.appendingPathComponent(map)),
+                  let data = try? Data(contentsOf: folder.appendingPathComponent(segment.uri)) else { continue }
+            try (initData + data).write(to: scratch)
+            if let first = try MediaProbe.videoPackets(scratch.path).first, first.isKeyframe {
+                let start = (first.pts * 1000).rounded() / 1000
+                known[segment.uri] = start
+                starts[segment.uri] = start
+            } else {
+                known[segment.uri] = .some(nil)
+            }
+        }
+        probed[folder.path] = known
+        return starts
+    }
 }
 
 /// What a publisher who comes back within grace brings with it, beside its pictures.

@@ -71,7 +71,7 @@ import Testing
         publisher.standardInput = FileHandle.nullDevice
         publisher.standardOutput = FileHandle.nullDevice
         publisher.standardError = FileHandle.nullDevice
-        try publisher.run()
+        try publisher.runDeliveringSignals()
         defer { if publisher.isRunning { publisher.terminate() } }
         try #require(listener.node.waitUntilPlayable("live/legit_1"), "ffmpeg's RTMP publish must start")
         let memoryBefore = Self.residentBytes()

@@ -32,7 +32,7 @@ import Testing
                                "!", "rtspclientsink", "location=\(node.url("live/gst_1"))"]
         publisher.standardOutput = FileHandle.nullDevice
         publisher.standardError = FileHandle.nullDevice
-        try publisher.run()
+        try publisher.runDeliveringSignals()
         defer { stopProcess(publisher, signal: SIGINT) }
         try #require(node.waitUntilPlayable("live/gst_1"), "rtspclientsink never got through")
 
@@ -64,7 +64,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: logFile) }
         recorder.standardOutput = FileHandle(forWritingAtPath: logFile)
         recorder.standardError = recorder.standardOutput
-        try recorder.run()
+        try recorder.runDeliveringSignals()
         #expect(waitForExit(recorder, timeout: 30), "the recorder did not finish")
         let log = (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? ""
         #expect(!log.contains("Buffer has no PTS"), "\(log.suffix(600))")
@@ -114,7 +114,7 @@ import Testing
                             "-t", "6", "-c", "copy", "-y", recording]
         player.standardError = FileHandle.nullDevice
         player.standardInput = FileHandle.nullDevice
-        try player.run()
+        try player.runDeliveringSignals()
         #expect(waitUntil(timeout: 15) { !node.service.playerSessions(of: "live/steady_1").isEmpty }, "the steady player never started")
 
         let cases: [(String, Int?)] = [

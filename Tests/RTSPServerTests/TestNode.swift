@@ -59,7 +59,7 @@ final class FFmpegPublisher {
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = FileHandle.nullDevice
         process.standardError = errors
-        try process.run()
+        try process.runDeliveringSignals()
     }
 
     var errorText: String {

@@ -1,3 +1,4 @@
+@_exported import ChildProcess  // every test that starts a peer uses `runDeliveringSignals`
 import Foundation
 
 public let fixturesDirectory = URL(fileURLWithPath: #filePath)
@@ -28,7 +29,7 @@ public func runProcess(_ executable: String, _ arguments: [String], timeout: Tim
     process.standardOutput = out
     process.standardError = err
     process.standardInput = FileHandle.nullDevice
-    try process.run()
+    try process.runDeliveringSignals()
     started?(process)
     // Read both pipes while the process runs so neither can fill and block it.
     nonisolated(unsafe) var outData = Data()

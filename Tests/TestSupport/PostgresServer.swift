@@ -43,7 +43,7 @@ public final class PostgresServer: @unchecked Sendable {
         server.standardOutput = try FileHandle(forWritingTo: log)
         server.standardError = try FileHandle(forWritingTo: log)
         server.standardInput = FileHandle.nullDevice
-        try server.run()
+        try server.runDeliveringSignals()
         var created = false
         for _ in 0..<300 where server.isRunning && !created {
             created = (try? run("createdb", ["-h", "127.0.0.1", "-p", "\(port)", "-U", user, database])) != nil
@@ -69,7 +69,7 @@ public final class PostgresServer: @unchecked Sendable {
         process.standardOutput = handle
         process.standardError = handle
         process.standardInput = FileHandle.nullDevice
-        try process.run()
+        try process.runDeliveringSignals()
         guard waitUntil(timeout: 120, every: 0.05, { !process.isRunning }) else {
             stopProcess(process, signal: SIGKILL)
             throw Failure(description: "\(program) did not finish within 120 s")

@@ -57,7 +57,7 @@ public final class ServeProcess: @unchecked Sendable {
         process.standardOutput = try FileHandle(forWritingTo: outputFile)
         process.standardError = try FileHandle(forWritingTo: errorFile)
         process.standardInput = FileHandle.nullDevice
-        try process.run()
+        try process.runDeliveringSignals()
         let deadline = Date().addingTimeInterval(60)
         var http: String?, rtsp: String?
         while Date() < deadline, process.isRunning, http == nil || rtsp == nil {

@@ -70,7 +70,7 @@ import Testing
         process.arguments = ["transcode", "--provision", fixture("provisions/sm2-3-level.json"), "--input", fixture("720p30-h264-aac.mp4"),
                              "--output", output.path, "--top", "encode", "--preset", "veryslow", "--quiet"]
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try process.runDeliveringSignals()
         // Wait until the job has written into its staging folder, then interrupt it.
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline, (try? FileManager.default.contentsOfDirectory(atPath: output.path))?.isEmpty != false {

@@ -16,7 +16,7 @@ final class GStreamerRTSPServer {
         let out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try process.runDeliveringSignals()
         // The first line is the bound port; EOF (an empty read) means the server could not start.
         var line = Data()
         while !line.contains(UInt8(ascii: "\n")) {
