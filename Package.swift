@@ -1,6 +1,19 @@
 // swift-tools-version:6.1
 import PackageDescription
 
+// The suite builds with `--disable-index-store` (`./abr test`): indexing every module of a fresh
+// clone's dependency graph is about a fifth of its build. SwiftPM's test discovery still reads the
+// test targets' units from the debug index store, so those targets alone write it, at the path SwiftPM
+// reads (the same flag SwiftPM passes itself when indexing is on, so a plain `swift test` works too).
+#if arch(x86_64)
+let hostTriple = "x86_64-unknown-linux-gnu"
+#else
+let hostTriple = "aarch64-unknown-linux-gnu"
+#endif
+let testsWriteTheIndex: [SwiftSetting] = [
+    .unsafeFlags(["-index-store-path", Context.packageDirectory + "/.build/\(hostTriple)/debug/index/store"], .when(configuration: .debug)),
+]
+
 // Module layout (see README "Architecture"): only FFmpegBridge imports CFFmpeg;
 // MediaCore is pure Swift; Transcoder builds the ladder engine on both.
 let package = Package(
@@ -20,16 +33,15 @@ let package = Package(
         // Authentication as route-group middleware (the admin API's bearer tokens, SM 1.0's accessToken).
         .package(url: "https://github.com/hummingbird-project/hummingbird-auth", from: "2.5.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
-        .package(url: "https://github.com/vapor/jwt-kit", from: "5.7.1"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         // The fleet's shared store (`--store postgres://…`); it brings NIOSSL for `sslmode`.
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.30.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
-        // Constant-time comparison of secrets (also jwt-kit's own dependency).
+        // HMAC for the API's JWTs, signed playback, RTMP's handshake and STUN; constant-time comparison of secrets.
         .package(url: "https://github.com/apple/swift-crypto", "4.1.0"..<"6.0.0"),
-        // Deque for every FIFO (jwt-kit and swift-nio resolve it already), and base64 for SDP.
+        // Deque for every FIFO (swift-nio and postgres-nio resolve it already), and base64 for SDP.
         .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
         .package(url: "https://github.com/swift-extras/swift-extras-base64", from: "1.0.0"),
     ],
@@ -156,7 +168,7 @@ let package = Package(
                 .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Logging", package: "swift-log"),
@@ -207,33 +219,30 @@ let package = Package(
             ]
         ),
         .executableTarget(name: "abr-fuzz", dependencies: ["FuzzTargets"]),
-        .testTarget(name: "MediaCoreTests", dependencies: ["MediaCore", "TestSupport"]),
-        .testTarget(name: "LadderQualityTests", dependencies: ["LadderQuality"]),
+        .testTarget(name: "MediaCoreTests", dependencies: ["MediaCore", "TestSupport"], swiftSettings: testsWriteTheIndex),
+        .testTarget(name: "LadderQualityTests", dependencies: ["LadderQuality"], swiftSettings: testsWriteTheIndex),
         .testTarget(name: "WebRTCTests", dependencies: ["WebRTC", "WebRTCTransport", "WebRTCServer", "RTSPServer", "Ingest", "RTSP", "MediaCore",
-                                                    .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")]),
+                                                    .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")], swiftSettings: testsWriteTheIndex),
         .testTarget(name: "RTMPTests", dependencies: ["RTMP", "MediaCore", .product(name: "NIOCore", package: "swift-nio"),
-                                                    .product(name: "Crypto", package: "swift-crypto")]),
+                                                    .product(name: "Crypto", package: "swift-crypto")], swiftSettings: testsWriteTheIndex),
         .testTarget(
             name: "RTSPTests",
             dependencies: ["RTSP", "MediaCore", .product(name: "NIOCore", package: "swift-nio"),
-                           .product(name: "ExtrasBase64", package: "swift-extras-base64")]
-        ),
+                           .product(name: "ExtrasBase64", package: "swift-extras-base64")], swiftSettings: testsWriteTheIndex),
         // Helpers shared by the test targets: running real peers, probing media, reading playlists.
         .target(name: "TestSupport", dependencies: ["ChildProcess"], path: "Tests/TestSupport"),
         .testTarget(
             name: "TranscoderTests",
-            dependencies: ["Transcoder", "MediaCore", "FFmpegBridge", "CPlaneScaler", "LadderQuality", "abr-worker", "TestSupport"]
-        ),
+            dependencies: ["Transcoder", "MediaCore", "FFmpegBridge", "CPlaneScaler", "LadderQuality", "abr-worker", "TestSupport"], swiftSettings: testsWriteTheIndex),
         .testTarget(
             name: "RTSPServerTests",
             dependencies: ["RTSPServer", "Ingest", "RTSP", "MediaCore", "Transcoder", "LiveNode", "TestSupport", "RTMP", "RTMPServer",
                            .product(name: "NIOCore", package: "swift-nio"),
                            .product(name: "NIOEmbedded", package: "swift-nio"),
                            .product(name: "NIOPosix", package: "swift-nio"),
-                           .product(name: "Logging", package: "swift-log")]
-        ),
+                           .product(name: "Logging", package: "swift-log")], swiftSettings: testsWriteTheIndex),
         .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets", "RTSP", "MediaCore",
-                                                          .product(name: "NIOCore", package: "swift-nio")]),
+                                                          .product(name: "NIOCore", package: "swift-nio")], swiftSettings: testsWriteTheIndex),
         .testTarget(
             name: "ControlPlaneTests",
             dependencies: ["ControlPlane", "Store", "LiveNode", "MediaCore", "TestSupport", "Transcoder", "NodeApp", "PlaybackAccess", "Ingest",
@@ -241,10 +250,8 @@ let package = Package(
                            .product(name: "NIOHTTP1", package: "swift-nio"),
                            .product(name: "NIOPosix", package: "swift-nio"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                           .product(name: "JWTKit", package: "jwt-kit"),
-                           .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                           .product(name: "Crypto", package: "swift-crypto")]
-        ),
+                                      .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                           .product(name: "Crypto", package: "swift-crypto")], swiftSettings: testsWriteTheIndex),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -31,7 +31,7 @@ struct BearerTokenAuthenticator: AuthenticatorMiddleware {
                             message: "missing bearer token: log in with PUT /as/v1/auth/login and send Authorization: Bearer <token>")
         }
         let token = header.dropFirst("bearer ".count).trimmingCharacters(in: .whitespaces)
-        switch await plane.tokens.verify(token) {
+        switch plane.tokens.verify(token) {
         case let .success(subject):
             return APIIdentity(subject: subject, scheme: .bearerToken)
         case let .failure(refusal):

@@ -106,7 +106,7 @@ public final class ControlPlane: Sendable {
         nodeReference.withLock { $0 = node }
         self.node = node
         provisions = ProvisionBook(store: store, node: node)
-        tokens = await TokenAuthority(secret: configuration.credentials.jwtSecret, lifetime: configuration.tokenLifetime)
+        tokens = TokenAuthority(secret: configuration.credentials.jwtSecret, lifetime: configuration.tokenLifetime)
         playback = PlaybackAuthority(secret: configuration.credentials.playbackSecret) { path in
             Self.ladder(holding: path, in: node)
         }

@@ -45,7 +45,7 @@ public enum HTTPAPI {
                 plane.refusals.log(plane.logger, "login refused", kind: "login", metadata: ["user": "\(user.prefix(64))", "http.address": "\(address)"])
                 return error(.unauthorized, "wrong user or password", challenge: "Basic realm=\"abr-worker\"")
             }
-            let token = try await plane.tokens.issue(subject: user)
+            let token = try plane.tokens.issue(subject: user)
             return json(["token": token, "expiresIn": "\(Int(plane.tokens.lifetime))"])
         }
 

@@ -1,68 +1,92 @@
+import Crypto
 import Foundation
-import JWTKit
 
-/// Issues and checks the API's bearer tokens: JWT, HS256, with subject, issue and expiry times.
+/// Issues and checks the API's bearer tokens: compact JWS (RFC 7515) JWTs (RFC 7519), HS256 only,
+/// with subject, issue and expiry times.
+///
+/// Written on swift-crypto's HMAC rather than through jwt-kit: the node signs and accepts one
+/// algorithm with one key, which is a few lines, while jwt-kit's X.509 and ASN.1 stack was some
+/// 200 Swift files of every fresh build. What a JWT library would otherwise do for us is done here
+/// on purpose: the algorithm comes from the key, not from the token; the signature is compared in
+/// constant time before any claim is read; and every part is bounded before it is decoded.
 public struct TokenAuthority: Sendable {
-    struct Claims: JWTPayload {
-        var sub: SubjectClaim
-        var iat: IssuedAtClaim
-        var exp: ExpirationClaim
-
-        func verify(using algorithm: some JWTAlgorithm) throws {
-            try exp.verifyNotExpired()
-        }
-    }
-
     public let lifetime: TimeInterval
-    private let keys: JWTKeyCollection
+    private let key: SymmetricKey
 
-    public init(secret: String, lifetime: TimeInterval = 3600) async {
+    public init(secret: String, lifetime: TimeInterval = 3600) {
         self.lifetime = lifetime
-        keys = JWTKeyCollection()
-        await keys.add(hmac: HMACKey(from: secret), digestAlgorithm: .sha256)
+        key = SymmetricKey(data: Data(secret.utf8))
     }
 
-    public func issue(subject: String, now: Date = Date()) async throws -> String {
-        try await keys.sign(Claims(sub: SubjectClaim(value: subject), iat: IssuedAtClaim(value: now),
-                                   exp: ExpirationClaim(value: now.addingTimeInterval(lifetime))))
+    public func issue(subject: String, now: Date = Date()) throws -> String {
+        let issuedAt = Int(now.timeIntervalSince1970.rounded(.down))
+        let claims: [String: Any] = ["sub": subject, "iat": issuedAt, "exp": issuedAt + Int(lifetime.rounded(.down))]
+        let payload = try JSONSerialization.data(withJSONObject: claims, options: [.sortedKeys])
+        let signingInput = Self.base64URL(Self.header) + "." + Self.base64URL(payload)
+        return signingInput + "." + Self.base64URL(Data(HMAC<SHA256>.authenticationCode(for: Data(signingInput.utf8), using: key)))
     }
 
     /// The token's subject, or why it is refused (malformed, wrongly signed, expired).
-    public func verify(_ token: String) async -> Result<String, TokenRefusal> {
+    public func verify(_ token: String, now: Date = Date()) -> Result<String, TokenRefusal> {
+        let malformed = TokenRefusal(reason: "the token is not a valid JWT")
+        guard token.utf8.count <= Self.maximumTokenBytes else { return .failure(malformed) }
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[0].utf8.count <= Self.maximumHeaderBytes,
+              let header = Self.jsonObject(base64URL: parts[0]) else { return .failure(malformed) }
         // The key decides the algorithm, not the token: a header that names another (HS384,
         // `none`, RS256) is refused before any signature is looked at.
-        guard let algorithm = Self.headerAlgorithm(token) else {
-            return .failure(TokenRefusal(reason: "the token is not a valid JWT"))
-        }
+        guard let algorithm = header["alg"] as? String else { return .failure(malformed) }
         guard algorithm == Self.algorithm else {
             return .failure(TokenRefusal(reason: "the token's algorithm \(algorithm.prefix(16)) is not \(Self.algorithm)"))
         }
-        do {
-            let claims = try await keys.verify(token, as: Claims.self)
-            return .success(claims.sub.value)
-        } catch let error as JWTError where error.errorType == .claimVerificationFailure {
-            return .failure(TokenRefusal(reason: "the token has expired"))
-        } catch let error as JWTError where error.errorType == .signatureVerificationFailed {
+        // RFC 7515 §4.1.11: a header parameter the verifier must understand, and this one knows none.
+        guard header["crit"] == nil else { return .failure(malformed) }
+        guard let signature = Self.decodeBase64URL(parts[2]) else { return .failure(malformed) }
+        let signingInput = Data(token.utf8.prefix(parts[0].utf8.count + 1 + parts[1].utf8.count))
+        guard HMAC<SHA256>.isValidAuthenticationCode(signature, authenticating: signingInput, using: key) else {
             return .failure(TokenRefusal(reason: "the token's signature does not match"))
-        } catch {
-            return .failure(TokenRefusal(reason: "the token is not a valid JWT"))
         }
+        guard let payload = Self.decodeBase64URL(parts[1]), let claims = try? JSONDecoder().decode(Claims.self, from: payload),
+              claims.exp.isFinite else { return .failure(malformed) }
+        guard now.timeIntervalSince1970 < claims.exp else { return .failure(TokenRefusal(reason: "the token has expired")) }
+        return .success(claims.sub)
     }
 }
 
 extension TokenAuthority {
     /// The only algorithm the node signs and accepts.
     public static let algorithm = "HS256"
+    static let maximumTokenBytes = 8192
+    static let maximumHeaderBytes = 1024
+    static let header = Data(#"{"alg":"HS256","typ":"JWT"}"#.utf8)
 
-    /// The `alg` of a compact JWS's protected header; nil when the header cannot be read.
-    static func headerAlgorithm(_ token: String) -> String? {
-        guard token.utf8.count <= 8192, let encoded = token.split(separator: ".", omittingEmptySubsequences: false).first,
-              encoded.utf8.count <= 1024 else { return nil }
-        var base64 = encoded.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+    static func base64URL(_ data: Data) -> String {
+        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    /// base64url without padding (RFC 7515 §2), strictly: any other character, or a length no
+    /// encoding produces, is nil.
+    static func decodeBase64URL(_ text: Substring) -> Data? {
+        guard text.utf8.count % 4 != 1, text.utf8.allSatisfy({ byte in
+            (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z")) || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
+                || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_")
+        }) else { return nil }
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while base64.utf8.count % 4 != 0 { base64 += "=" }
-        guard let data = Data(base64Encoded: base64),
-              let header = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return nil }
-        return header["alg"] as? String
+        return Data(base64Encoded: base64)
+    }
+
+    static func jsonObject(base64URL text: Substring) -> [String: Any]? {
+        guard let data = decodeBase64URL(text) else { return nil }
+        return (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
+    }
+
+    /// The claims the node reads. NumericDates are JSON numbers (RFC 7519 §2): a string or a Boolean there fails to decode.
+    struct Claims: Decodable {
+        var sub: String
+        var exp: TimeInterval
+        var iat: TimeInterval?
     }
 }
 

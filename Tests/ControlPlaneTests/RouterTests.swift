@@ -1,8 +1,8 @@
 import ControlPlane
+import Crypto
 import Foundation
 import HTTPTypes
 import Hummingbird
-import JWTKit
 import LiveNode
 import MediaCore
 import NIOCore
@@ -64,23 +64,30 @@ func login(_ client: some TestClientProtocol) async throws -> String {
     }
 }
 
-/// Tokens an attacker or a careless client could send: each must get 401 and change nothing.
-func badTokens() async throws -> [(String, String)] {
-    let otherKeys = JWTKeyCollection()
-    await otherKeys.add(hmac: HMACKey(from: "some-other-secret-that-is-long-enough-0123456789"), digestAlgorithm: .sha256)
-    let sameKeys = JWTKeyCollection()
-    await sameKeys.add(hmac: HMACKey(from: TestPlane.secret), digestAlgorithm: .sha256)
-    struct Claims: JWTPayload {
-        var sub: SubjectClaim
-        var exp: ExpirationClaim
-        func verify(using algorithm: some JWTAlgorithm) throws {}
+/// A compact HS256 JWS built by hand (header and claims as given), apart from the node's own
+/// `TokenAuthority`: what the node accepts is checked against an independent signer.
+func handSignedToken(header: String = #"{"alg":"HS256","typ":"JWT"}"#, claims: String, secret: String = TestPlane.secret) -> String {
+    func base64URL(_ data: Data) -> String {
+        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
     }
-    let expired = try await sameKeys.sign(Claims(sub: "admin", exp: ExpirationClaim(value: Date().addingTimeInterval(-60))))
-    let forged = try await otherKeys.sign(Claims(sub: "admin", exp: ExpirationClaim(value: Date().addingTimeInterval(600))))
+    let input = base64URL(Data(header.utf8)) + "." + base64URL(Data(claims.utf8))
+    let signature = HMAC<SHA256>.authenticationCode(for: Data(input.utf8), using: SymmetricKey(data: Data(secret.utf8)))
+    return input + "." + base64URL(Data(signature))
+}
+
+/// Tokens an attacker or a careless client could send: each must get 401 and change nothing.
+func badTokens() -> [(String, String)] {
+    let now = Int(Date().timeIntervalSince1970)
+    let expired = handSignedToken(claims: #"{"sub":"admin","exp":\#(now - 60)}"#)
+    let forged = handSignedToken(claims: #"{"sub":"admin","exp":\#(now + 600)}"#, secret: "some-other-secret-that-is-long-enough-0123456789")
     let unsignedHeader = Data(#"{"alg":"none","typ":"JWT"}"#.utf8).base64EncodedString().replacingOccurrences(of: "=", with: "")
     let claims = Data(#"{"sub":"admin","exp":4102444800}"#.utf8).base64EncodedString().replacingOccurrences(of: "=", with: "")
     return [("expired", expired), ("forged", forged), ("alg none", "\(unsignedHeader).\(claims)."),
-            ("malformed", "not.a.jwt"), ("empty", "")]
+            ("malformed", "not.a.jwt"), ("empty", ""),
+            ("exp as a string", handSignedToken(claims: #"{"sub":"admin","exp":"4102444800"}"#)),
+            ("no exp", handSignedToken(claims: #"{"sub":"admin"}"#)),
+            ("a critical header", handSignedToken(header: #"{"alg":"HS256","crit":["b64"],"b64":false}"#, claims: #"{"sub":"admin","exp":\#(now + 600)}"#)),
+            ("signature cut short", String(handSignedToken(claims: #"{"sub":"admin","exp":\#(now + 600)}"#).dropLast(2)))]
 }
 
 @Suite struct RouterTests {
@@ -207,7 +214,7 @@ func badTokens() async throws -> [(String, String)] {
     @Test func unauthenticatedAndForgedRequestsChangeNothing() async throws {
         let test = try await TestPlane.make()
         defer { test.close() }
-        let tokens = try await badTokens()
+        let tokens = badTokens()
         try await test.withClient { client in
             let token = try await login(client)
             let kept = #"[{"streamGuid":"live/kept","streams":[{"streamGuid":"live/kept_1","abrLevel":1,"videoParams":{"videoWidth":640,"videoHeight":360,"videoBitRate":800000}}]}]"#
