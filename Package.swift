@@ -10,6 +10,8 @@ let hostTriple = "x86_64-unknown-linux-gnu"
 #else
 let hostTriple = "aarch64-unknown-linux-gnu"
 #endif
+/// Coverage for libFuzzer on this package's Swift modules when the Fuzzing trait is on (see `traits`).
+let fuzzable: [SwiftSetting] = [.unsafeFlags(["-sanitize=fuzzer"], .when(traits: ["Fuzzing"])), .define("FUZZING", .when(traits: ["Fuzzing"]))]
 let testsWriteTheIndex: [SwiftSetting] = [
     .unsafeFlags(["-index-store-path", Context.packageDirectory + "/.build/\(hostTriple)/debug/index/store"], .when(configuration: .debug)),
 ]
@@ -23,6 +25,11 @@ let package = Package(
         .executable(name: "abr-worker", targets: ["abr-worker"]),
         .executable(name: "abr-fuzz", targets: ["abr-fuzz"]),
     ],
+    // `./abr test`'s short libFuzzer run builds abr-fuzz in the suite's own folder with this trait:
+    // coverage instrumentation on this package's Swift modules alone. Passed as `-Xswiftc` flags
+    // it reached every module of the graph too (swift-nio, swift-crypto, …), whose recompiling
+    // held the suite's last phase back; the parsers under test are all here.
+    traits: [.trait(name: "Fuzzing", description: "libFuzzer instrumentation and entry point (abr-fuzz)")],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
@@ -51,10 +58,10 @@ let package = Package(
             pkgConfig: "libavcodec",
             providers: [.apt(["libavcodec-dev", "libavformat-dev", "libswscale-dev", "libswresample-dev", "libavutil-dev", "libx264-dev"])]
         ),
-        .target(name: "MediaCore", dependencies: [.product(name: "DequeModule", package: "swift-collections")]),
+        .target(name: "MediaCore", dependencies: [.product(name: "DequeModule", package: "swift-collections")], swiftSettings: fuzzable),
         // Rate–quality analysis of ladders, pure Swift: convex hull, BD-rate, a suggested ladder,
         // the HTML/SVG report `abr-worker ladder` writes, and the quality timeline `transcode --quality` writes.
-        .target(name: "LadderQuality", dependencies: ["MediaCore"]),
+        .target(name: "LadderQuality", dependencies: ["MediaCore"], swiftSettings: fuzzable),
         // Child processes (the demo's loop publisher, the tests' peers) started so they can be signalled.
         .target(name: "ChildProcess"),
         // glibc allocator tuning (malloc.h) for the long-running node.
@@ -66,13 +73,14 @@ let package = Package(
         .target(
             name: "RTSP",
             dependencies: ["MediaCore", .product(name: "NIOCore", package: "swift-nio"), .product(name: "Crypto", package: "swift-crypto"),
-                           .product(name: "ExtrasBase64", package: "swift-extras-base64")]
+                           .product(name: "ExtrasBase64", package: "swift-extras-base64")],
+            swiftSettings: fuzzable
         ),
         // The publish contract every ingest protocol shares: the node's policy, one publisher
         // slot per stream, connection quotas, credentials and in-band picture checks, refusal logs.
         .target(name: "Ingest", dependencies: ["MediaCore", .product(name: "Logging", package: "swift-log"),
                                               .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
-                                              .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]),
+                                              .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")], swiftSettings: fuzzable),
         .target(
             name: "RTSPServer",
             dependencies: [
@@ -82,7 +90,8 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ]
+            ],
+            swiftSettings: fuzzable
         ),
         // RTMP as pure codecs and a session value: handshake, chunks, AMF0, FLV media. No sockets.
         // Signed playback tokens (who may watch): pure, HMAC-SHA256 through swift-crypto.
@@ -104,11 +113,12 @@ let package = Package(
             ]
         ),
         // WebRTC's wire formats (STUN and ICE-lite so far): pure, no sockets, fuzzed like the others.
-        .target(name: "WebRTC", dependencies: ["RTSP", "MediaCore", .product(name: "NIOCore", package: "swift-nio"), .product(name: "Crypto", package: "swift-crypto"), .product(name: "DequeModule", package: "swift-collections")]),
-        .target(name: "PlaybackAccess", dependencies: ["MediaCore", .product(name: "Crypto", package: "swift-crypto")]),
+        .target(name: "WebRTC", dependencies: ["RTSP", "MediaCore", .product(name: "NIOCore", package: "swift-nio"), .product(name: "Crypto", package: "swift-crypto"), .product(name: "DequeModule", package: "swift-collections")], swiftSettings: fuzzable),
+        .target(name: "PlaybackAccess", dependencies: ["MediaCore", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: fuzzable),
         .target(
             name: "RTMP",
-            dependencies: ["MediaCore", .product(name: "NIOCore", package: "swift-nio"), .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: ["MediaCore", .product(name: "NIOCore", package: "swift-nio"), .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: fuzzable
         ),
         // The RTMP ingest listener: publishers into the same policy and registry as RTSP's.
         .target(
@@ -176,7 +186,8 @@ let package = Package(
         ),
         .target(
             name: "FFmpegBridge",
-            dependencies: ["CFFmpeg", "CPlaneScaler", "MediaCore", .product(name: "DequeModule", package: "swift-collections")]
+            dependencies: ["CFFmpeg", "CPlaneScaler", "MediaCore", .product(name: "DequeModule", package: "swift-collections")],
+            swiftSettings: fuzzable
         ),
         .target(
             name: "Transcoder",
@@ -184,7 +195,8 @@ let package = Package(
                 "FFmpegBridge", "MediaCore", "LadderQuality",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "DequeModule", package: "swift-collections"),
-            ]
+            ],
+            swiftSettings: fuzzable
         ),
         // The node `serve` runs, built as a library (`buildApplication`): the command only parses
         // arguments, and tests run the same node in-process.
@@ -216,9 +228,10 @@ let package = Package(
                 "RTSP", "RTMP", "RTSPServer", "Ingest", "Transcoder", "MediaCore", "WebRTC",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
-            ]
+            ],
+            swiftSettings: fuzzable
         ),
-        .executableTarget(name: "abr-fuzz", dependencies: ["FuzzTargets"]),
+        .executableTarget(name: "abr-fuzz", dependencies: ["FuzzTargets"], swiftSettings: fuzzable, linkerSettings: [.unsafeFlags(["-sanitize=fuzzer"], .when(traits: ["Fuzzing"]))]),
         .testTarget(name: "MediaCoreTests", dependencies: ["MediaCore", "TestSupport"], swiftSettings: testsWriteTheIndex),
         .testTarget(name: "LadderQualityTests", dependencies: ["LadderQuality"], swiftSettings: testsWriteTheIndex),
         .testTarget(name: "WebRTCTests", dependencies: ["WebRTC", "WebRTCTransport", "WebRTCServer", "RTSPServer", "Ingest", "RTSP", "MediaCore",
