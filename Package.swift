@@ -1,10 +1,10 @@
 // swift-tools-version:6.1
 import PackageDescription
 
-// The suite builds with `--disable-index-store` (`./abr test`): indexing every module of a fresh
-// clone's dependency graph is about a fifth of its build. SwiftPM's test discovery still reads the
-// test targets' units from the debug index store, so those targets alone write it, at the path SwiftPM
-// reads (the same flag SwiftPM passes itself when indexing is on, so a plain `swift test` works too).
+// The suite builds with `--disable-index-store` (`./abr test`): SwiftPM otherwise indexes every
+// module of this package while compiling it, and nothing in the suite reads that index but test
+// discovery, which needs the test targets' units alone. So those targets write them, at the path
+// SwiftPM reads (the flag SwiftPM passes itself when indexing is on, so a plain `swift test` works too).
 #if arch(x86_64)
 let hostTriple = "x86_64-unknown-linux-gnu"
 #else
