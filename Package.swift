@@ -84,7 +84,7 @@ let package = Package(
         .target(
             name: "RTSPServer",
             dependencies: [
-                "RTSP", "MediaCore", "PlaybackAccess", "Ingest",
+                "RTSP", "MediaCore", "AccessTokens", "Ingest",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -94,7 +94,6 @@ let package = Package(
             swiftSettings: fuzzable
         ),
         // RTMP as pure codecs and a session value: handshake, chunks, AMF0, FLV media. No sockets.
-        // Signed playback tokens (who may watch): pure, HMAC-SHA256 through swift-crypto.
         // OpenSSL's DTLS behind a small C shim (datagrams in memory, never a socket), and libsrtp2.
         // Also OpenSSL's AES-GCM, AES-ICM and HMAC-SHA1 for libsrtp2's crypto kernel, in place of Debian's NSS ones.
         .target(name: "CDTLS", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto"), .linkedLibrary("srtp2")]),
@@ -114,7 +113,9 @@ let package = Package(
         ),
         // WebRTC's wire formats (STUN and ICE-lite so far): pure, no sockets, fuzzed like the others.
         .target(name: "WebRTC", dependencies: ["RTSP", "MediaCore", .product(name: "NIOCore", package: "swift-nio"), .product(name: "Crypto", package: "swift-crypto"), .product(name: "DequeModule", package: "swift-collections")], swiftSettings: fuzzable),
-        .target(name: "PlaybackAccess", dependencies: ["MediaCore", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: fuzzable),
+        // Tokens that grant access, pure, on swift-crypto's HMAC-SHA256: the API's bearer JWTs (who may
+        // call it) and signed playback (who may watch); fuzzed like the other parsers.
+        .target(name: "AccessTokens", dependencies: ["MediaCore", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: fuzzable),
         .target(
             name: "RTMP",
             dependencies: ["MediaCore", .product(name: "NIOCore", package: "swift-nio"), .product(name: "Crypto", package: "swift-crypto")],
@@ -169,7 +170,7 @@ let package = Package(
         .target(
             name: "ControlPlane",
             dependencies: [
-                "LiveNode", "RTSPServer", "Ingest", "RTSP", "Transcoder", "MediaCore", "Store", "PlaybackAccess", "WebRTCServer",
+                "LiveNode", "RTSPServer", "Ingest", "RTSP", "Transcoder", "MediaCore", "Store", "AccessTokens", "WebRTCServer",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 // HTTPS with HTTP/2 (Low-Latency HLS players ask for it) when the node has a certificate.
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -225,7 +226,7 @@ let package = Package(
         .target(
             name: "FuzzTargets",
             dependencies: [
-                "RTSP", "RTMP", "RTSPServer", "Ingest", "Transcoder", "MediaCore", "WebRTC",
+                "RTSP", "RTMP", "RTSPServer", "Ingest", "Transcoder", "MediaCore", "WebRTC", "AccessTokens",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ],
@@ -254,11 +255,11 @@ let package = Package(
                            .product(name: "NIOEmbedded", package: "swift-nio"),
                            .product(name: "NIOPosix", package: "swift-nio"),
                            .product(name: "Logging", package: "swift-log")], swiftSettings: testsWriteTheIndex),
-        .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets", "RTSP", "MediaCore",
+        .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets", "RTSP", "MediaCore", "AccessTokens", .product(name: "Crypto", package: "swift-crypto"),
                                                           .product(name: "NIOCore", package: "swift-nio")], swiftSettings: testsWriteTheIndex),
         .testTarget(
             name: "ControlPlaneTests",
-            dependencies: ["ControlPlane", "Store", "LiveNode", "MediaCore", "TestSupport", "Transcoder", "NodeApp", "PlaybackAccess", "Ingest",
+            dependencies: ["ControlPlane", "Store", "LiveNode", "MediaCore", "TestSupport", "Transcoder", "NodeApp", "AccessTokens", "Ingest",
                            .product(name: "Hummingbird", package: "hummingbird"),
                            .product(name: "NIOHTTP1", package: "swift-nio"),
                            .product(name: "NIOPosix", package: "swift-nio"),

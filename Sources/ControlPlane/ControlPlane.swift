@@ -1,10 +1,10 @@
+import AccessTokens
 import Foundation
 import Ingest
 import LiveNode
 import Logging
 import MediaCore
 import NIOPosix
-import PlaybackAccess
 import RTSPServer
 import Store
 import Synchronization

@@ -1,7 +1,7 @@
+import AccessTokens
 import Foundation
 import Hummingbird
 import MediaCore
-import PlaybackAccess
 
 /// Signed playback over HLS. A player opens a signed ladder with `?token=` on its multivariant
 /// playlist; the node answers with a session token of its own carried in every URL it lists, and

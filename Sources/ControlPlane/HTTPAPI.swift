@@ -1,10 +1,10 @@
+import AccessTokens
 import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdCore
 import HummingbirdHTTP2
 import NIOSSL
-import PlaybackAccess
 import Logging
 import MediaCore
 import NIOCore

@@ -1,7 +1,7 @@
+import AccessTokens
 import Foundation
 import Hummingbird
 import MediaCore
-import PlaybackAccess
 import Transcoder
 
 /// Low-Latency HLS requests: a rung's playlist served from `LivePlaylists` (fresher than its file,

@@ -1,3 +1,5 @@
+import AccessTokens
+import Crypto
 import Foundation
 import MediaCore
 import NIOCore
@@ -41,6 +43,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case stun
     case sdpOffer = "sdp-offer"
     case webrtcFeedback = "webrtc-feedback"
+    case bearerToken = "bearer-token"
+    case playbackToken = "playback-token"
 
     public func run(_ bytes: [UInt8]) {
         switch self {
@@ -74,10 +78,44 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .stun: Self.stun(bytes)
         case .sdpOffer: Self.sdpOffer(bytes)
         case .webrtcFeedback: Self.webrtcFeedback(bytes)
+        case .bearerToken: Self.bearerToken(bytes)
+        case .playbackToken: Self.playbackToken(bytes)
         }
     }
 
     // MARK: - Targets
+
+    /// The API's `Authorization: Bearer` value: refused with a reason, or accepted only when it is
+    /// what the node itself would sign (an HS256 JWT under its key whose signature matches).
+    static func bearerToken(_ bytes: [UInt8]) {
+        let text = String(decoding: bytes, as: UTF8.self)
+        let authority = TokenAuthority(secret: fuzzSecret)
+        switch authority.verify(text, now: Date(timeIntervalSince1970: 1_800_000_000)) {
+        case .success:
+            let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+            let signingInput = Data(text.utf8.prefix(parts[0].utf8.count + 1 + parts[1].utf8.count))
+            let expected = Base64URL.encode(Data(HMAC<SHA256>.authenticationCode(for: signingInput, using: SymmetricKey(data: Data(fuzzSecret.utf8)))))
+            precondition(parts.count == 3 && parts[2] == expected, "a bearer token was accepted without the node's signature")
+        case let .failure(refusal):
+            precondition(!refusal.reason.isEmpty && refusal.reason.utf8.count < 120, "a refusal without a short reason")
+        }
+    }
+
+    /// A `?token=` for signed playback: refused for a reason, or accepted only when signed under
+    /// the key for one of the paths asked about.
+    static func playbackToken(_ bytes: [UInt8]) {
+        let text = String(decoding: bytes, as: UTF8.self)
+        let key = SymmetricKey(data: Data(fuzzSecret.utf8))
+        let paths = ["live/stream1", "live/stream1_2"]
+        guard PlaybackToken.verify(text, paths: paths, epoch: 7, clientAddress: "127.0.0.1", now: 1_800_000_000, key: key) == nil else { return }
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        precondition(text.utf8.count <= PlaybackToken.maximumLength && parts.count == 3, "an unbounded playback token was accepted")
+        let minted = paths.map { PlaybackToken(path: $0, epoch: 7, expires: Int64(parts[0]) ?? 0, clientAddress: parts[1] == "a" ? "127.0.0.1" : nil).signed(with: key) }
+        precondition(minted.contains(text), "a playback token the node did not sign was accepted")
+    }
+
+    /// The key both token targets check against; their seeds include tokens signed with it.
+    public static let fuzzSecret = "fuzz-secret-0123456789"
 
     /// A WebRTC viewer's RTCP (after SRTCP): every figure within the bounds the node relies on.
     static func webrtcFeedback(_ bytes: [UInt8]) {

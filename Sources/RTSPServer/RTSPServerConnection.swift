@@ -1,6 +1,6 @@
+import AccessTokens
 import Ingest
 import Logging
-import PlaybackAccess
 import MediaCore
 import NIOCore
 import RTSP

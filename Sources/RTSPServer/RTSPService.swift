@@ -1,10 +1,10 @@
+import AccessTokens
 import Dispatch
 import Ingest
 import Logging
 import MediaCore
 import NIOCore
 import NIOPosix
-import PlaybackAccess
 import RTSP
 import ServiceLifecycle
 import Synchronization

@@ -1,7 +1,7 @@
+import AccessTokens
 import Crypto
 import Foundation
 import MediaCore
-import PlaybackAccess
 import Testing
 
 /// Signed playback tokens as values: what each refusal says, and the playlist rewriting.
@@ -26,6 +26,14 @@ import Testing
         // Changing the expiry or the binding breaks the signature.
         let parts = token.split(separator: ".")
         #expect(check("9999.n.\(parts[2])") == .forged && check("2000.a.\(parts[2])") == .forged)
+        // A token has one spelling: the same expiry written another way, or the signature with
+        // stray bits in its last character (the same 32 bytes to a lax decoder), is not a token.
+        #expect(check("+2000.n.\(parts[2])") == .malformed && check("02000.n.\(parts[2])") == .malformed)
+        // A 32-byte signature's last character carries 4 bits and 2 zero bits: the next character
+        // up (A → B, w → x, 0 → 1) decodes to the same bytes.
+        let last = parts[2].last!
+        #expect(Array("AEIMQUYcgkosw048").contains(last))
+        #expect(check("2000.n.\(parts[2].dropLast())\(Character(UnicodeScalar(last.asciiValue! + 1)))") == .malformed)
     }
 
     @Test func playlistsCarryTheTokenIntoEveryURL() {

@@ -1,4 +1,4 @@
-@testable import ControlPlane
+@testable import AccessTokens
 import Crypto
 import Foundation
 import Testing
@@ -27,7 +27,7 @@ import Testing
         #expect((claims["exp"] as? NSNumber)?.intValue == 1_800_003_600)
         // The signature, recomputed apart from TokenAuthority over the first two parts as sent.
         let expected = HMAC<SHA256>.authenticationCode(for: Data((parts[0] + "." + parts[1]).utf8), using: SymmetricKey(data: Data(Self.secret.utf8)))
-        #expect(TokenAuthority.base64URL(Data(expected)) == parts[2])
+        #expect(Base64URL.encode(Data(expected)) == parts[2])
     }
 
     @Test func itsOwnTokenVerifiesUntilItExpires() throws {
@@ -49,18 +49,18 @@ import Testing
             (parts[0] + "." + parts[1] + ".a+b/", "not a valid JWT"),
             (parts[0] + "." + parts[1] + "." + parts[2] + "=", "not a valid JWT"),
             (String(repeating: "A", count: 9000), "not a valid JWT"),
-            (TokenAuthority.base64URL(Data(#"{"alg":"HS512"}"#.utf8)) + "." + parts[1] + "." + parts[2], "algorithm HS512 is not HS256"),
-            (TokenAuthority.base64URL(Data(#"{"typ":"JWT"}"#.utf8)) + "." + parts[1] + "." + parts[2], "not a valid JWT"),
-            (parts[0] + "." + TokenAuthority.base64URL(Data(#"{"sub":"root","exp":4102444800}"#.utf8)) + "." + parts[2], "signature does not match"),
+            (Base64URL.encode(Data(#"{"alg":"HS512"}"#.utf8)) + "." + parts[1] + "." + parts[2], "algorithm HS512 is not HS256"),
+            (Base64URL.encode(Data(#"{"typ":"JWT"}"#.utf8)) + "." + parts[1] + "." + parts[2], "not a valid JWT"),
+            (parts[0] + "." + Base64URL.encode(Data(#"{"sub":"root","exp":4102444800}"#.utf8)) + "." + parts[2], "signature does not match"),
         ]
         for (token, reason) in cases {
             #expect(refusal(authority.verify(token))?.contains(reason) == true, "\(token.prefix(80)): \(String(describing: refusal(authority.verify(token))))")
         }
         // Signed with the right key, but the claims are not what a token must carry.
         for claims in [#"{"sub":"admin","exp":true}"#, #"{"sub":7,"exp":4102444800}"#, #"{"exp":4102444800}"#, #"[1,2]"#, "not json"] {
-            let input = parts[0] + "." + TokenAuthority.base64URL(Data(claims.utf8))
+            let input = parts[0] + "." + Base64URL.encode(Data(claims.utf8))
             let signature = HMAC<SHA256>.authenticationCode(for: Data(input.utf8), using: SymmetricKey(data: Data(Self.secret.utf8)))
-            #expect(refusal(authority.verify(input + "." + TokenAuthority.base64URL(Data(signature)))) == "the token is not a valid JWT", "\(claims)")
+            #expect(refusal(authority.verify(input + "." + Base64URL.encode(Data(signature)))) == "the token is not a valid JWT", "\(claims)")
         }
     }
 

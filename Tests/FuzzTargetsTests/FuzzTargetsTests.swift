@@ -1,3 +1,5 @@
+import AccessTokens
+import Crypto
 import Foundation
 import FuzzTargets
 import Testing
@@ -18,6 +20,32 @@ import Testing
     @Test(arguments: FuzzTarget.allCases)
     func everyTargetHasARealSeedCorpus(_ target: FuzzTarget) {
         #expect(!Self.seeds(target).isEmpty, "Fixtures/fuzz/\(target.rawValue) has no seeds")
+    }
+
+    /// The token targets check what they accept, so their seeds must hold tokens the node accepts
+    /// (signed under the targets' key) beside the ones it refuses.
+    @Test func theTokenSeedsHoldAcceptedAndRefusedTokens() throws {
+        func seed(_ target: FuzzTarget, _ name: String) throws -> String {
+            try String(contentsOf: Self.corpusRoot.appendingPathComponent(target.corpusDirectory).appendingPathComponent(name), encoding: .utf8)
+        }
+        let authority = TokenAuthority(secret: FuzzTarget.fuzzSecret)
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        #expect(try authority.verify(seed(.bearerToken, "valid"), now: now) == .success("admin"))
+        for (name, reason) in [("expired", "the token has expired"), ("other-key", "the token's signature does not match"),
+                               ("alg-none", "the token's algorithm none is not HS256"), ("crit", "the token is not a valid JWT"),
+                               ("exp-string", "the token is not a valid JWT")] {
+            guard case let .failure(refusal) = try authority.verify(seed(.bearerToken, name), now: now) else {
+                Issue.record("bearer-token/\(name) was accepted"); continue
+            }
+            #expect(refusal.reason == reason, "\(name)")
+        }
+        let key = SymmetricKey(data: Data(FuzzTarget.fuzzSecret.utf8))
+        func playback(_ name: String) throws -> PlaybackToken.Refusal? {
+            try PlaybackToken.verify(seed(.playbackToken, name), paths: ["live/stream1", "live/stream1_2"], epoch: 7, clientAddress: "127.0.0.1",
+                                     now: 1_800_000_000, key: key)
+        }
+        #expect(try playback("ladder-any-address") == nil && playback("rung-bound-address") == nil)
+        #expect(try playback("expired") == .expired(at: 1_700_000_000) && playback("other-epoch") == .forged && playback("other-stream") == .forged)
     }
 
     @Test(arguments: FuzzTarget.allCases)

@@ -35,7 +35,7 @@ public struct PlaybackToken: Sendable, Equatable {
     /// The token's text, signed with `key`.
     public func signed(with key: SymmetricKey) -> String {
         let mac = HMAC<SHA256>.authenticationCode(for: message(), using: key)
-        return "\(expires).\(clientAddress == nil ? "n" : "a").\(Self.base64URL(Data(mac)))"
+        return "\(expires).\(clientAddress == nil ? "n" : "a").\(Base64URL.encode(Data(mac)))"
     }
 
     /// Why a token text does not open `path` for a viewer at `clientAddress` now.
@@ -65,8 +65,9 @@ public struct PlaybackToken: Sendable, Equatable {
                               key: SymmetricKey) -> Refusal? {
         guard let text, !text.isEmpty else { return .missing }
         let parts = text.split(separator: ".", omittingEmptySubsequences: false)
-        guard text.utf8.count <= maximumLength, parts.count == 3, let expires = Int64(parts[0]), expires > 0,
-              parts[1] == "a" || parts[1] == "n", let signature = base64URLDecoded(parts[2]), signature.count == 32 else {
+        // The expiry in its one spelling (no sign, no leading zero): a token has one text.
+        guard text.utf8.count <= maximumLength, parts.count == 3, let expires = Int64(parts[0]), expires > 0, String(expires) == parts[0],
+              parts[1] == "a" || parts[1] == "n", let signature = Base64URL.decode(parts[2], maximumLength: 64), signature.count == 32 else {
             return .malformed
         }
         let address = parts[1] == "a" ? clientAddress : nil
@@ -78,17 +79,5 @@ public struct PlaybackToken: Sendable, Equatable {
         // Expiry after the signature: an expired forgery says forged, not expired.
         guard expires > now else { return .expired(at: expires) }
         return nil
-    }
-
-    static func base64URL(_ data: Data) -> String {
-        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
-
-    static func base64URLDecoded(_ text: Substring) -> Data? {
-        guard text.utf8.count <= 64, text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else { return nil }
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while base64.utf8.count % 4 != 0 { base64 += "=" }
-        return Data(base64Encoded: base64)
     }
 }

@@ -22,8 +22,8 @@ public struct TokenAuthority: Sendable {
         let issuedAt = Int(now.timeIntervalSince1970.rounded(.down))
         let claims: [String: Any] = ["sub": subject, "iat": issuedAt, "exp": issuedAt + Int(lifetime.rounded(.down))]
         let payload = try JSONSerialization.data(withJSONObject: claims, options: [.sortedKeys])
-        let signingInput = Self.base64URL(Self.header) + "." + Self.base64URL(payload)
-        return signingInput + "." + Self.base64URL(Data(HMAC<SHA256>.authenticationCode(for: Data(signingInput.utf8), using: key)))
+        let signingInput = Base64URL.encode(Self.header) + "." + Base64URL.encode(payload)
+        return signingInput + "." + Base64URL.encode(Data(HMAC<SHA256>.authenticationCode(for: Data(signingInput.utf8), using: key)))
     }
 
     /// The token's subject, or why it is refused (malformed, wrongly signed, expired).
@@ -41,12 +41,12 @@ public struct TokenAuthority: Sendable {
         }
         // RFC 7515 §4.1.11: a header parameter the verifier must understand, and this one knows none.
         guard header["crit"] == nil else { return .failure(malformed) }
-        guard let signature = Self.decodeBase64URL(parts[2]) else { return .failure(malformed) }
+        guard let signature = Base64URL.decode(parts[2]) else { return .failure(malformed) }
         let signingInput = Data(token.utf8.prefix(parts[0].utf8.count + 1 + parts[1].utf8.count))
         guard HMAC<SHA256>.isValidAuthenticationCode(signature, authenticating: signingInput, using: key) else {
             return .failure(TokenRefusal(reason: "the token's signature does not match"))
         }
-        guard let payload = Self.decodeBase64URL(parts[1]), let claims = try? JSONDecoder().decode(Claims.self, from: payload),
+        guard let payload = Base64URL.decode(parts[1]), let claims = try? JSONDecoder().decode(Claims.self, from: payload),
               claims.exp.isFinite else { return .failure(malformed) }
         guard now.timeIntervalSince1970 < claims.exp else { return .failure(TokenRefusal(reason: "the token has expired")) }
         return .success(claims.sub)
@@ -60,25 +60,8 @@ extension TokenAuthority {
     static let maximumHeaderBytes = 1024
     static let header = Data(#"{"alg":"HS256","typ":"JWT"}"#.utf8)
 
-    static func base64URL(_ data: Data) -> String {
-        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
-
-    /// base64url without padding (RFC 7515 §2), strictly: any other character, or a length no
-    /// encoding produces, is nil.
-    static func decodeBase64URL(_ text: Substring) -> Data? {
-        guard text.utf8.count % 4 != 1, text.utf8.allSatisfy({ byte in
-            (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z")) || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
-                || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_")
-        }) else { return nil }
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while base64.utf8.count % 4 != 0 { base64 += "=" }
-        return Data(base64Encoded: base64)
-    }
-
     static func jsonObject(base64URL text: Substring) -> [String: Any]? {
-        guard let data = decodeBase64URL(text) else { return nil }
+        guard let data = Base64URL.decode(text) else { return nil }
         return (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
     }
 
@@ -90,6 +73,6 @@ extension TokenAuthority {
     }
 }
 
-public struct TokenRefusal: Error, Sendable {
+public struct TokenRefusal: Error, Sendable, Equatable {
     public var reason: String
 }
