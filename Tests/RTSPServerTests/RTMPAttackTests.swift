@@ -121,12 +121,19 @@ import Testing
         }
         group.wait()
         #expect(longestStall < 0.5, "the publisher's pictures stopped for \(longestStall) s beside the attack (sent \(counts.values))")
-        // Two seconds after the watch, ffmpeg has caught up with real time: what the node took
-        // beside the attack was only delayed, never refused.
-        Thread.sleep(until: started.addingTimeInterval(6))
-        let elapsed = Date().timeIntervalSince(started)
-        let framesDuring = (listener.node.registry.existingStream("live/legit_1")?.framesWritten ?? 0) - framesBefore
-        #expect(Double(framesDuring) >= elapsed * 30 * 0.7, "\(framesDuring) pictures in \(elapsed) s from the attack's start (sent \(counts.values))")
+        // Then ffmpeg catches up with real time (-re sends what it is behind by as soon as its
+        // writes flow): what the node took beside the attack was only delayed, never refused. Two
+        // seconds after the watch on a quiet machine; the node's work through the attack's
+        // megabytes takes longer on a slow one, so the count is read until 16 s from the start.
+        // A refused picture is never sent again, so the shortfall allowed stays what it was at
+        // 6 s (30 % of 180 pictures) however long the catching up takes.
+        var elapsed = 0.0, framesDuring = 0
+        let caughtUp = waitUntil(timeout: 12, every: 0.2) {
+            elapsed = Date().timeIntervalSince(started)
+            framesDuring = (listener.node.registry.existingStream("live/legit_1")?.framesWritten ?? 0) - framesBefore
+            return elapsed >= 6 && Double(framesDuring) >= elapsed * 30 - 54
+        }
+        #expect(caughtUp, "\(framesDuring) pictures in \(elapsed) s from the attack's start (sent \(counts.values))")
         let grown = Self.residentBytes() - memoryBefore
         #expect(grown < 150 * 1024 * 1024, "the node grew \(grown / 1_048_576) MiB under \(counts.values.reduce(0, +) / 1_048_576) MiB of attack")
 
