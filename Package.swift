@@ -93,7 +93,6 @@ let package = Package(
             ],
             swiftSettings: fuzzable
         ),
-        // RTMP as pure codecs and a session value: handshake, chunks, AMF0, FLV media. No sockets.
         // OpenSSL's DTLS behind a small C shim (datagrams in memory, never a socket), and libsrtp2.
         // Also OpenSSL's AES-GCM, AES-ICM and HMAC-SHA1 for libsrtp2's crypto kernel, in place of Debian's NSS ones.
         .target(name: "CDTLS", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto"), .linkedLibrary("srtp2")]),
@@ -116,6 +115,7 @@ let package = Package(
         // Tokens that grant access, pure, on swift-crypto's HMAC-SHA256: the API's bearer JWTs (who may
         // call it) and signed playback (who may watch); fuzzed like the other parsers.
         .target(name: "AccessTokens", dependencies: ["MediaCore", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: fuzzable),
+        // RTMP as pure codecs and a session value: handshake, chunks, AMF0, FLV media. No sockets.
         .target(
             name: "RTMP",
             dependencies: ["MediaCore", .product(name: "NIOCore", package: "swift-nio"), .product(name: "Crypto", package: "swift-crypto")],

@@ -93,9 +93,10 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         switch authority.verify(text, now: Date(timeIntervalSince1970: 1_800_000_000)) {
         case .success:
             let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+            precondition(parts.count == 3, "a bearer token of \(parts.count) parts was accepted")
             let signingInput = Data(text.utf8.prefix(parts[0].utf8.count + 1 + parts[1].utf8.count))
             let expected = Base64URL.encode(Data(HMAC<SHA256>.authenticationCode(for: signingInput, using: SymmetricKey(data: Data(fuzzSecret.utf8)))))
-            precondition(parts.count == 3 && parts[2] == expected, "a bearer token was accepted without the node's signature")
+            precondition(parts[2] == expected, "a bearer token was accepted without the node's signature")
         case let .failure(refusal):
             precondition(!refusal.reason.isEmpty && refusal.reason.utf8.count < 120, "a refusal without a short reason")
         }
