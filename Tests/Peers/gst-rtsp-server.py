@@ -28,7 +28,7 @@ server.set_service("0")
 factory = GstRtspServer.RTSPMediaFactory()
 factory.set_launch(
     "( videotestsrc is-live=true pattern=ball ! video/x-raw,width=1280,height=720,framerate=30/1"
-    " ! x264enc tune=zerolatency key-int-max=60 bitrate=2000 ! video/x-h264,profile=high"
+    " ! x264enc tune=zerolatency speed-preset=veryfast key-int-max=60 bitrate=2000 ! video/x-h264,profile=high"
     " ! rtph264pay name=pay0 pt=96 config-interval=-1"
     " audiotestsrc is-live=true ! audio/x-raw,rate=48000,channels=2 ! avenc_aac ! aacparse"
     " ! rtpmp4gpay name=pay1 pt=97 )"

@@ -234,7 +234,10 @@ func probePackets(_ url: String, transport: String = "tcp", seconds: Int) throws
         publisher.executableURL = URL(fileURLWithPath: "/usr/bin/gst-launch-1.0")
         publisher.arguments = ["-q", "rtspclientsink", "name=sink", "location=\(node.url("live/stream1_1"))", "user-id=user", "user-pw=pass",
                                "videotestsrc", "is-live=true", "num-buffers=1800", "!", "video/x-raw,width=1280,height=720,framerate=30/1",
-                               "!", "x264enc", "tune=zerolatency", "key-int-max=60", "bitrate=2000", "!", "video/x-h264,profile=high",
+                               // veryfast, as OBS encodes: x264enc's default (medium) takes most of a core at 720p, and on a
+                               // host at a third of its speed the publisher's video fell seconds behind its own audio, so a
+                               // 4-s recording of the rung held that audio past its end, and no audio packet at all.
+                               "!", "x264enc", "tune=zerolatency", "speed-preset=veryfast", "key-int-max=60", "bitrate=2000", "!", "video/x-h264,profile=high",
                                "!", "h264parse", "!", "sink.",
                                "audiotestsrc", "is-live=true", "wave=sine", "!", "audio/x-raw,rate=48000,channels=1",
                                "!", "avenc_aac", "!", "aacparse", "!", "sink."]

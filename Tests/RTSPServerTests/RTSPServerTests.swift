@@ -28,7 +28,7 @@ import Testing
         let publisher = Process()
         publisher.executableURL = URL(fileURLWithPath: "/usr/bin/gst-launch-1.0")
         publisher.arguments = ["-q", "videotestsrc", "is-live=true", "num-buffers=600", "!", "video/x-raw,width=640,height=360,framerate=30/1",
-                               "!", "x264enc", "tune=zerolatency", "key-int-max=30", "!", "video/x-h264,profile=high", "!", "h264parse",
+                               "!", "x264enc", "tune=zerolatency", "speed-preset=veryfast", "key-int-max=30", "!", "video/x-h264,profile=high", "!", "h264parse",
                                "!", "rtspclientsink", "location=\(node.url("live/gst_1"))"]
         publisher.standardOutput = FileHandle.nullDevice
         publisher.standardError = FileHandle.nullDevice
