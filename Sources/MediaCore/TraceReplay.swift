@@ -59,7 +59,17 @@ public struct BandwidthTrace: Sendable, Equatable {
 
     /// The bit rate at `time` seconds (the trace repeats past its end).
     public func bitRate(at time: Double) -> Double {
+        bitRate(at: time, duration: duration)
+    }
+
+    /// The bit rate at each time, the trace's length summed once: summed at every time, it was a
+    /// quarter of a replay's work (a 120-s window read at 12,000 steps).
+    public func bitRates(at times: some Sequence<Double>) -> [Double] {
         let total = duration
+        return times.map { bitRate(at: $0, duration: total) }
+    }
+
+    private func bitRate(at time: Double, duration total: Double) -> Double {
         guard total > 0 else { return 0 }
         var offset = time.truncatingRemainder(dividingBy: total)
         if offset < 0 { offset += total }
@@ -72,7 +82,8 @@ public struct BandwidthTrace: Sendable, Equatable {
 
     /// `length` seconds of the trace from `start`, as a trace of its own.
     public func window(from start: Double, length: Double, step: Double = 1) -> BandwidthTrace {
-        BandwidthTrace(intervals: stride(from: 0.0, to: length, by: step).map { Interval(seconds: min(step, length - $0), bitRate: bitRate(at: start + $0)) })
+        let offsets = Array(stride(from: 0.0, to: length, by: step))
+        return BandwidthTrace(intervals: zip(offsets, bitRates(at: offsets.lazy.map { start + $0 })).map { Interval(seconds: min(step, length - $0), bitRate: $1) })
     }
 }
 
@@ -237,7 +248,7 @@ public struct TraceReplay: Sendable {
         let steps = Int((length / step).rounded(.up))
         // The link's rate at every step, and as far ahead as the oracle looks.
         let horizonSteps = max(1, Int((oracleHorizon / step).rounded()))
-        let linkRates = (0..<(steps + horizonSteps)).map { trace.bitRate(at: Double($0) * step) }
+        let linkRates = trace.bitRates(at: (0..<(steps + horizonSteps)).lazy.map { Double($0) * step })
         let oracleStride = max(1, Int((0.25 / step).rounded()))
         for index in 0..<steps {
             time = Double(index) * step

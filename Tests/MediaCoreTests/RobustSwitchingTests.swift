@@ -52,9 +52,10 @@ import Testing
     @Test(arguments: [nil, 1_400_000.0])
     func threeGWindowsHoldOnEveryLinkModel(_ mean: Double?) throws {
         var lines: [String] = []
+        let windows = try Self.windows(scaledTo: mean)
         for link in LinkModel.variety {
             var shares: [Double] = []
-            for (name, window) in try Self.windows(scaledTo: mean) {
+            for (name, window) in windows {
                 let outcome = TraceReplay(link: link).run(window, policy: SwitchingPolicy(rungs: Self.rungs, startingAt: 2))
                 shares.append(outcome.oracleShare)
                 lines.append("\(link) \(name): share \(Int(outcome.oracleShare * 100)) %, freeze \(outcome.freezeSeconds) (starved \(outcome.starvedSeconds)), lag \(outcome.maximumLag), up/down \(outcome.switchesUp)/\(outcome.switchesDown), skips \(outcome.skips)")
