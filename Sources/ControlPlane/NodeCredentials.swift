@@ -1,3 +1,4 @@
+import AccessTokens
 import Foundation
 
 /// The admin login and the JWT signing secret. Each comes from the environment
@@ -76,8 +77,7 @@ public struct NodeCredentials: Sendable, Equatable {
     static func randomSecret(bytes: Int) -> String {
         var generator = SystemRandomNumberGenerator()
         let raw = (0..<bytes).map { _ in UInt8.random(in: 0...255, using: &generator) }
-        return Data(raw).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        return Base64URL.encode(Data(raw))
     }
 }
 
