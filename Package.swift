@@ -41,14 +41,10 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird-auth", from: "2.5.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
-        // The fleet's shared store (`--store postgres://…`); it brings NIOSSL for `sslmode`.
-        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.30.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
-        // HMAC for the API's JWTs, signed playback, RTMP's handshake and STUN; constant-time comparison of secrets.
-        .package(url: "https://github.com/apple/swift-crypto", "4.1.0"..<"6.0.0"),
-        // Deque for every FIFO (swift-nio and postgres-nio resolve it already), and base64 for SDP.
+        // Deque for every FIFO (swift-nio resolves it already), and base64 for SDP.
         .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
         .package(url: "https://github.com/swift-extras/swift-extras-base64", from: "1.0.0"),
     ],
@@ -69,10 +65,15 @@ let package = Package(
         // The ladder's bicubic for 8-bit planes, in C with AVX2 and AVX-512 kernels chosen at run
         // time. Optimized in every configuration: the debug build's tests run live ladders on it.
         .target(name: "CPlaneScaler", cSettings: [.unsafeFlags(["-O2"])]),
+        // OpenSSL's libcrypto (libssl-dev, which the DTLS shim needs anyway) for digests and HMACs:
+        // swift-crypto would build a second copy of BoringSSL from source on every fresh clone.
+        .systemLibrary(name: "COpenSSLCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        // HMAC-SHA256/SHA1, MD5, PBKDF2 and constant-time comparison, on COpenSSLCrypto.
+        .target(name: "Digests", dependencies: ["COpenSSLCrypto"]),
         // RTSP/SDP/RTP as pure codecs and state machines: NIOCore's ByteBuffer, no sockets.
         .target(
             name: "RTSP",
-            dependencies: ["MediaCore", .product(name: "NIOCore", package: "swift-nio"), .product(name: "Crypto", package: "swift-crypto"),
+            dependencies: ["MediaCore", .product(name: "NIOCore", package: "swift-nio"), "Digests",
                            .product(name: "ExtrasBase64", package: "swift-extras-base64")],
             swiftSettings: fuzzable
         ),
@@ -111,14 +112,14 @@ let package = Package(
             ]
         ),
         // WebRTC's wire formats (STUN and ICE-lite so far): pure, no sockets, fuzzed like the others.
-        .target(name: "WebRTC", dependencies: ["RTSP", "MediaCore", .product(name: "NIOCore", package: "swift-nio"), .product(name: "Crypto", package: "swift-crypto"), .product(name: "DequeModule", package: "swift-collections")], swiftSettings: fuzzable),
-        // Tokens that grant access, pure, on swift-crypto's HMAC-SHA256: the API's bearer JWTs (who may
+        .target(name: "WebRTC", dependencies: ["RTSP", "MediaCore", .product(name: "NIOCore", package: "swift-nio"), "Digests", .product(name: "DequeModule", package: "swift-collections")], swiftSettings: fuzzable),
+        // Tokens that grant access, pure, on OpenSSL's HMAC-SHA256 (Digests): the API's bearer JWTs (who may
         // call it) and signed playback (who may watch); fuzzed like the other parsers.
-        .target(name: "AccessTokens", dependencies: ["MediaCore", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: fuzzable),
+        .target(name: "AccessTokens", dependencies: ["MediaCore", "Digests"], swiftSettings: fuzzable),
         // RTMP as pure codecs and a session value: handshake, chunks, AMF0, FLV media. No sockets.
         .target(
             name: "RTMP",
-            dependencies: ["MediaCore", .product(name: "NIOCore", package: "swift-nio"), .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: ["MediaCore", .product(name: "NIOCore", package: "swift-nio"), "Digests"],
             swiftSettings: fuzzable
         ),
         // The RTMP ingest listener: publishers into the same policy and registry as RTSP's.
@@ -155,14 +156,17 @@ let package = Package(
             ]
         ),
         // What a node keeps and a fleet shares: provisions, job history, node registry, placement.
-        // SQLite (GRDB) for one node, PostgreSQL (postgres-nio) for a fleet.
+        // SQLite (GRDB) for one node, PostgreSQL for a fleet (the protocol's core spoken on swift-nio,
+        // TLS by NIOSSL for `sslmode`, SCRAM's digests by Digests).
         .target(
             name: "Store",
             dependencies: [
-                "Ingest",
+                "Ingest", "Digests",
                 .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -179,7 +183,6 @@ let package = Package(
                 .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Logging", package: "swift-log"),
@@ -238,7 +241,7 @@ let package = Package(
         .testTarget(name: "WebRTCTests", dependencies: ["WebRTC", "WebRTCTransport", "WebRTCServer", "RTSPServer", "Ingest", "RTSP", "MediaCore",
                                                     .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")], swiftSettings: testsWriteTheIndex),
         .testTarget(name: "RTMPTests", dependencies: ["RTMP", "MediaCore", .product(name: "NIOCore", package: "swift-nio"),
-                                                    .product(name: "Crypto", package: "swift-crypto")], swiftSettings: testsWriteTheIndex),
+                                                    "Digests"], swiftSettings: testsWriteTheIndex),
         .testTarget(
             name: "RTSPTests",
             dependencies: ["RTSP", "MediaCore", .product(name: "NIOCore", package: "swift-nio"),
@@ -255,7 +258,7 @@ let package = Package(
                            .product(name: "NIOEmbedded", package: "swift-nio"),
                            .product(name: "NIOPosix", package: "swift-nio"),
                            .product(name: "Logging", package: "swift-log")], swiftSettings: testsWriteTheIndex),
-        .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets", "RTSP", "MediaCore", "AccessTokens", .product(name: "Crypto", package: "swift-crypto"),
+        .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets", "RTSP", "MediaCore", "AccessTokens", "Digests",
                                                           .product(name: "NIOCore", package: "swift-nio")], swiftSettings: testsWriteTheIndex),
         .testTarget(
             name: "ControlPlaneTests",
@@ -265,7 +268,7 @@ let package = Package(
                            .product(name: "NIOPosix", package: "swift-nio"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                                       .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                           .product(name: "Crypto", package: "swift-crypto")], swiftSettings: testsWriteTheIndex),
+                           "Digests"], swiftSettings: testsWriteTheIndex),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,4 +1,4 @@
-import Crypto
+import Digests
 import Foundation
 import MediaCore
 
@@ -14,18 +14,18 @@ public final class PlaybackAuthority: Sendable {
     /// The ladders the node serves, looked up by any of their paths.
     public typealias LadderLookup = @Sendable (String) -> Ladder?
 
-    private let secret: SymmetricKey
+    private let secret: Digest.Key
     private let ladders: LadderLookup
 
     public init(secret: String, ladders: @escaping LadderLookup) {
-        self.secret = SymmetricKey(data: Data(secret.utf8))
+        self.secret = Digest.Key(secret.utf8)
         self.ladders = ladders
     }
 
     /// The key of `nodeGroup`: HMAC-SHA256 of the group's name under the node's secret.
-    public func key(nodeGroup: String) -> SymmetricKey {
-        let derived = HMAC<SHA256>.authenticationCode(for: Data("abr-worker playback key v1\n\(nodeGroup)".utf8), using: secret)
-        return SymmetricKey(data: Data(derived))
+    public func key(nodeGroup: String) -> Digest.Key {
+        let derived = Digest.hmac(.sha256, Data("abr-worker playback key v1\n\(nodeGroup)".utf8), key: secret)
+        return Digest.Key(derived)
     }
 
     /// The ladder `path` belongs to (its guid, or one of its variants').

@@ -1,4 +1,4 @@
-import Crypto
+import Digests
 import Foundation
 
 /// A signed playback URL's token, as OvenMediaEngine's SignedPolicy, Wowza's SecureToken and
@@ -33,8 +33,8 @@ public struct PlaybackToken: Sendable, Equatable {
     }
 
     /// The token's text, signed with `key`.
-    public func signed(with key: SymmetricKey) -> String {
-        let mac = HMAC<SHA256>.authenticationCode(for: message(), using: key)
+    public func signed(with key: Digest.Key) -> String {
+        let mac = Digest.hmac(.sha256, message(), key: key)
         return "\(expires).\(clientAddress == nil ? "n" : "a").\(Base64URL.encode(Data(mac)))"
     }
 
@@ -62,7 +62,7 @@ public struct PlaybackToken: Sendable, Equatable {
     /// Checks `text` for a viewer at `clientAddress` against each path that would open the
     /// stream (a variant, or the ladder that holds it), every one under `key` and `epoch`.
     public static func verify(_ text: String?, paths: [String], epoch: Int64, clientAddress: String, now: Int64,
-                              key: SymmetricKey) -> Refusal? {
+                              key: Digest.Key) -> Refusal? {
         guard let text, !text.isEmpty else { return .missing }
         let parts = text.split(separator: ".", omittingEmptySubsequences: false)
         // The expiry in its one spelling (no sign, no leading zero): a token has one text.
@@ -73,7 +73,7 @@ public struct PlaybackToken: Sendable, Equatable {
         let address = parts[1] == "a" ? clientAddress : nil
         let matches = paths.contains { path in
             let token = PlaybackToken(path: path, epoch: epoch, expires: expires, clientAddress: address)
-            return HMAC<SHA256>.isValidAuthenticationCode(signature, authenticating: token.message(), using: key)
+            return Digest.isValidHMAC(signature, .sha256, authenticating: token.message(), key: key)
         }
         guard matches else { return .forged }
         // Expiry after the signature: an expired forgery says forged, not expired.

@@ -1,21 +1,21 @@
-import Crypto
+import Digests
 import Foundation
 
 /// Issues and checks the API's bearer tokens: compact JWS (RFC 7515) JWTs (RFC 7519), HS256 only,
 /// with subject, issue and expiry times.
 ///
-/// Written on swift-crypto's HMAC rather than through jwt-kit: the node signs and accepts one
+/// Written on OpenSSL's HMAC (Digests) rather than through jwt-kit: the node signs and accepts one
 /// algorithm with one key, which is a few lines, while jwt-kit's X.509 and ASN.1 stack was some
 /// 200 Swift files of every fresh build. What a JWT library would otherwise do for us is done here
 /// on purpose: the algorithm comes from the key, not from the token; the signature is compared in
 /// constant time before any claim is read; and every part is bounded before it is decoded.
 public struct TokenAuthority: Sendable {
     public let lifetime: TimeInterval
-    private let key: SymmetricKey
+    private let key: Digest.Key
 
     public init(secret: String, lifetime: TimeInterval = 3600) {
         self.lifetime = lifetime
-        key = SymmetricKey(data: Data(secret.utf8))
+        key = Digest.Key(secret.utf8)
     }
 
     public func issue(subject: String, now: Date = Date()) throws -> String {
@@ -23,7 +23,7 @@ public struct TokenAuthority: Sendable {
         let claims: [String: Any] = ["sub": subject, "iat": issuedAt, "exp": issuedAt + Int(lifetime.rounded(.down))]
         let payload = try JSONSerialization.data(withJSONObject: claims, options: [.sortedKeys])
         let signingInput = Base64URL.encode(Self.header) + "." + Base64URL.encode(payload)
-        return signingInput + "." + Base64URL.encode(Data(HMAC<SHA256>.authenticationCode(for: Data(signingInput.utf8), using: key)))
+        return signingInput + "." + Base64URL.encode(Data(Digest.hmac(.sha256, Data(signingInput.utf8), key: key)))
     }
 
     /// The token's subject, or why it is refused (malformed, wrongly signed, expired).
@@ -43,7 +43,7 @@ public struct TokenAuthority: Sendable {
         guard header["crit"] == nil else { return .failure(malformed) }
         guard let signature = Base64URL.decode(parts[2]) else { return .failure(malformed) }
         let signingInput = Data(token.utf8.prefix(parts[0].utf8.count + 1 + parts[1].utf8.count))
-        guard HMAC<SHA256>.isValidAuthenticationCode(signature, authenticating: signingInput, using: key) else {
+        guard Digest.isValidHMAC(signature, .sha256, authenticating: signingInput, key: key) else {
             return .failure(TokenRefusal(reason: "the token's signature does not match"))
         }
         guard let payload = Base64URL.decode(parts[1]), let claims = try? JSONDecoder().decode(Claims.self, from: payload),

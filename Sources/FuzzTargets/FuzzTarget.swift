@@ -1,5 +1,5 @@
 import AccessTokens
-import Crypto
+import Digests
 import Foundation
 import MediaCore
 import NIOCore
@@ -95,7 +95,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             let parts = text.split(separator: ".", omittingEmptySubsequences: false)
             precondition(parts.count == 3, "a bearer token of \(parts.count) parts was accepted")
             let signingInput = Data(text.utf8.prefix(parts[0].utf8.count + 1 + parts[1].utf8.count))
-            let expected = Base64URL.encode(Data(HMAC<SHA256>.authenticationCode(for: signingInput, using: SymmetricKey(data: Data(fuzzSecret.utf8)))))
+            let expected = Base64URL.encode(Data(Digest.hmac(.sha256, signingInput, key: Digest.Key(fuzzSecret.utf8))))
             precondition(parts[2] == expected, "a bearer token was accepted without the node's signature")
         case let .failure(refusal):
             precondition(!refusal.reason.isEmpty && refusal.reason.utf8.count < 120, "a refusal without a short reason")
@@ -106,7 +106,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// the key for one of the paths asked about.
     static func playbackToken(_ bytes: [UInt8]) {
         let text = String(decoding: bytes, as: UTF8.self)
-        let key = SymmetricKey(data: Data(fuzzSecret.utf8))
+        let key = Digest.Key(fuzzSecret.utf8)
         let paths = ["live/stream1", "live/stream1_2"]
         guard PlaybackToken.verify(text, paths: paths, epoch: 7, clientAddress: "127.0.0.1", now: 1_800_000_000, key: key) == nil else { return }
         let parts = text.split(separator: ".", omittingEmptySubsequences: false)

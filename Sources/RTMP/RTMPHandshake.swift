@@ -1,4 +1,4 @@
-import Crypto
+import Digests
 import NIOCore
 
 /// The server's side of the RTMP handshake: C0+C1 in, S0+S1+S2 out.
@@ -32,7 +32,7 @@ public enum RTMPHandshake {
     }
 
     static func hmac(_ message: some Sequence<UInt8>, key: [UInt8]) -> [UInt8] {
-        Array(HMAC<SHA256>.authenticationCode(for: Array(message), using: SymmetricKey(data: key)))
+        Array(Digest.hmac(.sha256, Array(message), key: Digest.Key(key)))
     }
 
     /// The packet without the 32 digest bytes at `offset`: what the digest is computed over.

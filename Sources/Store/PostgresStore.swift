@@ -1,17 +1,17 @@
 import Foundation
 import Logging
-import NIOSSL
-import PostgresNIO
 import Synchronization
 
-/// The fleet's store: a PostgreSQL server every node of the fleet reaches, through postgres-nio.
+/// The fleet's store: a PostgreSQL server every node of the fleet reaches, through the node's own
+/// client of PostgreSQL's protocol (`PostgresConnection`).
 ///
 /// Times that decide liveness (heartbeats, placements) come from the server's clock, so nodes
 /// with skewed clocks still agree on who is alive. Provision changes are announced with
 /// `NOTIFY abr_provisions`, so every node provisions or removes a ladder within milliseconds.
 public final class PostgresStore: NodeStore {
     public let location: String
-    let client: PostgresClient
+    let pool: PostgresConnectionPool
+    let serverLocation: StoreLocation.PostgresLocation
     let logger: Logger
     static let changesChannel = "abr_provisions"
     /// Event writes in order, off the job's thread; bounded, dropping the oldest when the server is slow.
@@ -23,24 +23,19 @@ public final class PostgresStore: NodeStore {
     public init(_ location: StoreLocation.PostgresLocation, logger: Logger = Logger(label: "abr.store")) throws {
         self.location = location.redacted
         self.logger = logger
-        let tls: PostgresClient.Configuration.TLS = switch location.tls {
-        case .disable: .disable
-        case .prefer: .prefer(.makeClientConfiguration())
-        case .require: .require(.makeClientConfiguration())
-        }
-        var configuration = PostgresClient.Configuration(host: location.host, port: location.port, username: location.user,
-                                                         password: location.password, database: location.database, tls: tls)
-        configuration.options.connectTimeout = .seconds(5)
-        configuration.options.maximumConnections = 8
-        client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        serverLocation = location
+        pool = try PostgresConnectionPool(location: location, maximumConnections: 8)
         events = AsyncStream.makeStream(of: JobEvent.self, bufferingPolicy: .bufferingNewest(10_000))
     }
 
-    /// Runs the client, creates or upgrades the schema, then listens for provision changes and
-    /// writes queued events until cancelled.
+    /// Listens for provision changes and writes queued events until cancelled, then closes the pool's connections.
     public func run() async {
         await withDiscardingTaskGroup { group in
-            group.addTask { await self.client.run() }
+            group.addTask {
+                // Until cancelled: the pool opens connections as they are needed.
+                while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
+                await self.pool.close()
+            }
             group.addTask { await self.writeEvents() }
             group.addTask { await self.listenForChanges() }
         }
@@ -50,28 +45,21 @@ public final class PostgresStore: NodeStore {
     /// An advisory lock keeps nodes starting together from migrating at once.
     public func migrate() async throws {
         try await transaction { connection in
-            try await connection.query("SELECT pg_advisory_xact_lock(7246001)", logger: logger)
-            try await connection.query("CREATE TABLE IF NOT EXISTS abr_migration (name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())", logger: logger)
-            var applied = Set<String>()
-            for try await name in try await connection.query("SELECT name FROM abr_migration", logger: logger).decode(String.self) {
-                applied.insert(name)
-            }
+            try await connection.query("SELECT pg_advisory_xact_lock(7246001)")
+            try await connection.query("CREATE TABLE IF NOT EXISTS abr_migration (name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())")
+            let applied = Set(try await connection.query("SELECT name FROM abr_migration").map { try $0.text(0) })
             for (name, statements) in Self.migrations where !applied.contains(name) {
                 for statement in statements {
-                    try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                    try await connection.query(PostgresQuery(unsafeSQL: statement))
                 }
-                try await connection.query("INSERT INTO abr_migration (name) VALUES (\(name))", logger: logger)
+                try await connection.query("INSERT INTO abr_migration (name) VALUES (\(name))")
             }
         }
     }
 
     /// A transaction whose own errors (a duplicate guid) come out as themselves, not wrapped.
     private func transaction<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
-        do {
-            return try await client.withTransaction(logger: logger) { connection in try await body(connection) }
-        } catch let error as PostgresTransactionError {
-            throw error.closureError ?? error
-        }
+        try await pool.withTransaction(body)
     }
 
     /// Each migration once, in order; never edited after release (add a new one instead).
@@ -109,59 +97,52 @@ public final class PostgresStore: NodeStore {
     public func insert(_ provisions: [StoredProvision]) async throws {
         let guids = provisions.map(\.streamGuid)
         try await transaction { connection in
-            var existing: [String] = []
-            for try await guid in try await connection.query("SELECT stream_guid FROM provision WHERE stream_guid = ANY(\(guids))", logger: logger).decode(String.self) {
-                existing.append(guid)
-            }
+            let existing = try await connection.query("SELECT stream_guid FROM provision WHERE stream_guid = ANY(\(guids))").map { try $0.text(0) }
             guard existing.isEmpty else { throw StoreFailure.alreadyStored(existing.sorted()) }
             for p in provisions {
                 try await connection.query("""
                     INSERT INTO provision (stream_guid, node_group, format, document, created_at)
                     VALUES (\(p.streamGuid), \(p.nodeGroup), \(p.format.rawValue), \(p.document), \(p.createdAt))
-                    """, logger: logger)
+                    """)
             }
             // Delivered at commit, to every node listening (this one included).
-            try await connection.query("SELECT pg_notify(\(Self.changesChannel), \(guids.joined(separator: ",")))", logger: logger)
+            try await connection.query("SELECT pg_notify(\(Self.changesChannel), \(guids.joined(separator: ",")))")
         }
     }
 
     public func provisions(nodeGroup: String? = nil) async throws -> [StoredProvision] {
         let rows = if let nodeGroup {
-            try await client.query("""
+            try await pool.query("""
                 SELECT stream_guid, node_group, format, document, created_at FROM provision WHERE node_group = \(nodeGroup)
                 ORDER BY created_at, stream_guid
-                """, logger: logger)
+                """)
         } else {
-            try await client.query("SELECT stream_guid, node_group, format, document, created_at FROM provision ORDER BY created_at, stream_guid", logger: logger)
+            try await pool.query("SELECT stream_guid, node_group, format, document, created_at FROM provision ORDER BY created_at, stream_guid")
         }
-        return try await Self.storedProvisions(rows)
+        return try Self.storedProvisions(rows)
     }
 
     public func provision(_ streamGuid: String) async throws -> StoredProvision? {
-        let rows = try await client.query("""
+        let rows = try await pool.query("""
             SELECT stream_guid, node_group, format, document, created_at FROM provision WHERE stream_guid = \(streamGuid)
-            """, logger: logger)
-        return try await Self.storedProvisions(rows).first
+            """)
+        return try Self.storedProvisions(rows).first
     }
 
     /// Rows of `stream_guid, node_group, format, document, created_at`, as stored provisions.
-    private static func storedProvisions(_ rows: PostgresRowSequence) async throws -> [StoredProvision] {
-        var result: [StoredProvision] = []
-        for try await (guid, group, format, document, created) in rows.decode((String, String, String, String, Double).self) {
-            result.append(StoredProvision(streamGuid: guid, nodeGroup: group, format: .init(rawValue: format) ?? .streamManager2, document: document, createdAt: created))
+    private static func storedProvisions(_ rows: [PostgresRow]) throws -> [StoredProvision] {
+        try rows.map { row in
+            StoredProvision(streamGuid: try row.text(0), nodeGroup: try row.text(1), format: .init(rawValue: try row.text(2)) ?? .streamManager2,
+                            document: try row.text(3), createdAt: try row.double(4))
         }
-        return result
     }
 
     @discardableResult
     public func deleteProvision(_ streamGuid: String) async throws -> Bool {
         try await transaction { connection in
-            var deleted = false
-            for try await _ in try await connection.query("DELETE FROM provision WHERE stream_guid = \(streamGuid) RETURNING stream_guid", logger: logger).decode(String.self) {
-                deleted = true
-            }
+            let deleted = try await !connection.query("DELETE FROM provision WHERE stream_guid = \(streamGuid) RETURNING stream_guid").isEmpty
             if deleted {
-                try await connection.query("SELECT pg_notify(\(Self.changesChannel), \(streamGuid))", logger: logger)
+                try await connection.query("SELECT pg_notify(\(Self.changesChannel), \(streamGuid))")
             }
             return deleted
         }
@@ -181,17 +162,17 @@ public final class PostgresStore: NodeStore {
                 // One statement, so no reader sees the stream over its cap between the insert and
                 // the trim (a reader did, as 1001 events). Both parts see the table as it was: the
                 // trim keeps one fewer than the cap, and the insert adds the newest.
-                try await client.query("""
+                try await pool.query("""
                     WITH trimmed AS (DELETE FROM job_event WHERE stream_guid = \(event.streamGuid) AND id < (SELECT id FROM job_event
                         WHERE stream_guid = \(event.streamGuid) ORDER BY id DESC OFFSET \(JobHistoryLimits.eventsPerStream - 2) LIMIT 1))
                     INSERT INTO job_event (stream_guid, time, kind, detail) VALUES (\(event.streamGuid), \(event.time), \(event.kind), \(detail))
-                    """, logger: logger)
+                    """)
                 written += 1
                 // The stream cap keeps the table small, so this global trim is rare and cheap.
                 if written % 100 == 0 {
-                    try await client.query("""
+                    try await pool.query("""
                         DELETE FROM job_event WHERE id <= (SELECT max(id) FROM job_event) - \(JobHistoryLimits.events)
-                        """, logger: logger)
+                        """)
                 }
             } catch {
                 logger.warning("job event not stored: \(String(reflecting: error))", metadata: ["stream.guid": "\(event.streamGuid)"])
@@ -201,80 +182,66 @@ public final class PostgresStore: NodeStore {
     }
 
     public func history(_ streamGuid: String, limit: Int = 100) async throws -> [JobEvent] {
-        var result: [JobEvent] = []
-        let rows = try await client.query("""
+        let rows = try await pool.query("""
             SELECT stream_guid, time, kind, detail FROM job_event WHERE stream_guid = \(streamGuid) ORDER BY id DESC LIMIT \(limit)
-            """, logger: logger)
-        for try await (guid, time, kind, detail) in rows.decode((String, Double, String, String).self) {
-            result.append(JobEvent(streamGuid: guid, time: time, kind: kind, detail: detail))
-        }
-        return result.reversed()
+            """)
+        return try rows.map { row in
+            JobEvent(streamGuid: try row.text(0), time: try row.double(1), kind: try row.text(2), detail: try row.text(3))
+        }.reversed()
     }
 
     // MARK: Node registry
 
     public func heartbeat(_ node: NodeRecord) async throws -> NodeState? {
         let record = try NodeRecordCoding.encode(node)
-        let rows = try await client.query("""
+        let rows = try await pool.query("""
             WITH previous AS (SELECT requested_state FROM node WHERE node_id = \(node.nodeId))
             INSERT INTO node (node_id, record, last_seen, requested_state) VALUES (\(node.nodeId), \(record), \(unescaped: Self.serverNow), NULL)
             ON CONFLICT (node_id) DO UPDATE SET record = EXCLUDED.record, last_seen = EXCLUDED.last_seen, requested_state = NULL
             RETURNING (SELECT requested_state FROM previous)
-            """, logger: logger)
-        for try await requested in rows.decode(String?.self) {
-            return requested.flatMap(NodeState.init(rawValue:))
-        }
-        return nil
+            """)
+        return try rows.first?.optionalText(0).flatMap(NodeState.init(rawValue:))
     }
 
     public func nodes() async throws -> [NodeRecord] {
-        let rows = try await client.query("""
+        let rows = try await pool.query("""
             SELECT record, \(unescaped: Self.serverNow) - last_seen FROM node ORDER BY node_id
-            """, logger: logger)
-        var result: [NodeRecord] = []
-        for try await (record, age) in rows.decode((String, Double).self) {
-            if let node = NodeRecordCoding.decode(record, age: age) { result.append(node) }
-        }
-        return result
+            """)
+        return try rows.compactMap { row in NodeRecordCoding.decode(try row.text(0), age: try row.double(1)) }
     }
 
     public func requestState(_ state: NodeState, nodeId: String) async throws -> Bool {
-        var found = false
-        let rows = try await client.query("UPDATE node SET requested_state = \(state.rawValue) WHERE node_id = \(nodeId) RETURNING node_id", logger: logger)
-        for try await _ in rows.decode(String.self) { found = true }
-        return found
+        try await !pool.query("UPDATE node SET requested_state = \(state.rawValue) WHERE node_id = \(nodeId) RETURNING node_id").isEmpty
     }
 
     public func removeNode(_ nodeId: String) async throws {
         try await transaction { connection in
-            try await connection.query("DELETE FROM node WHERE node_id = \(nodeId)", logger: logger)
-            try await connection.query("DELETE FROM placement WHERE node_id = \(nodeId)", logger: logger)
+            try await connection.query("DELETE FROM node WHERE node_id = \(nodeId)")
+            try await connection.query("DELETE FROM placement WHERE node_id = \(nodeId)")
         }
     }
 
     // MARK: Placement
 
     public func place(_ placement: Placement) async throws {
-        try await client.query("""
+        try await pool.query("""
             INSERT INTO placement (stream_guid, node_id, cores, placed_at)
             VALUES (\(placement.streamGuid), \(placement.nodeId), \(placement.cores), \(unescaped: Self.serverNow))
             ON CONFLICT (stream_guid) DO UPDATE SET node_id = EXCLUDED.node_id, cores = EXCLUDED.cores, placed_at = EXCLUDED.placed_at
-            """, logger: logger)
+            """)
     }
 
     public func placements() async throws -> [Placement] {
-        let rows = try await client.query("""
+        let rows = try await pool.query("""
             SELECT stream_guid, node_id, cores, \(unescaped: Self.serverNow) - placed_at FROM placement ORDER BY stream_guid
-            """, logger: logger)
-        var result: [Placement] = []
-        for try await (guid, node, cores, age) in rows.decode((String, String, Double, Double).self) {
-            result.append(Placement(streamGuid: guid, nodeId: node, cores: cores, age: age))
+            """)
+        return try rows.map { row in
+            Placement(streamGuid: try row.text(0), nodeId: try row.text(1), cores: try row.double(2), age: try row.double(3))
         }
-        return result
     }
 
     public func releasePlacement(_ streamGuid: String, nodeId: String) async throws {
-        try await client.query("DELETE FROM placement WHERE stream_guid = \(streamGuid) AND node_id = \(nodeId)", logger: logger)
+        try await pool.query("DELETE FROM placement WHERE stream_guid = \(streamGuid) AND node_id = \(nodeId)")
     }
 
     // MARK: Changes
@@ -292,13 +259,19 @@ public final class PostgresStore: NodeStore {
     private func listenForChanges() async {
         while !Task.isCancelled {
             do {
-                try await client.withConnection { connection in
-                    try await connection.listen(on: Self.changesChannel) { notifications in
-                        for try await _ in notifications {
-                            changeListeners.withLock { $0.values.forEach { $0.yield() } }
-                        }
-                    }
+                let connection = try await PostgresConnection.connect(to: serverLocation, tls: pool.tls) { [weak self] channel, _ in
+                    guard channel == Self.changesChannel, let self else { return }
+                    self.changeListeners.withLock { $0.values.forEach { $0.yield() } }
                 }
+                try await connection.query(PostgresQuery(unsafeSQL: "LISTEN \(Self.changesChannel)"))
+                // Notifications arrive through the handler above until the connection ends.
+                try await withTaskCancellationHandler {
+                    try await connection.channel.closeFuture.get()
+                } onCancel: {
+                    connection.close()
+                }
+                if Task.isCancelled { return }
+                throw PostgresFailure.connection("the listening connection closed")
             } catch {
                 if Task.isCancelled { return }
                 logger.debug("listening for provision changes: \(String(reflecting: error)); again in 1 s")

@@ -1,4 +1,4 @@
-import Crypto
+import Digests
 
 /// A STUN message (RFC 8489) as ICE-lite needs it: binding requests from a browser, the node's
 /// success and error responses. Parsing takes untrusted bytes and says what is wrong and where;
@@ -211,7 +211,7 @@ extension STUNMessage {
     static func integrity(of prefix: ArraySlice<UInt8>, lengthThroughIntegrity: Int, key: [UInt8]) -> [UInt8] {
         var covered = Array(prefix)
         setLength(lengthThroughIntegrity, in: &covered)
-        return Array(HMAC<Insecure.SHA1>.authenticationCode(for: covered, using: SymmetricKey(data: key)))
+        return Array(Digest.hmac(.sha1, covered, key: Digest.Key(key)))
     }
 
     private static func setLength(_ length: Int, in bytes: inout [UInt8]) {

@@ -1,5 +1,5 @@
 import ControlPlane
-import Crypto
+import Digests
 import Foundation
 import HTTPTypes
 import Hummingbird

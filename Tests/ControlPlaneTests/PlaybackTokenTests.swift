@@ -1,17 +1,17 @@
 import AccessTokens
-import Crypto
+import Digests
 import Foundation
 import MediaCore
 import Testing
 
 /// Signed playback tokens as values: what each refusal says, and the playlist rewriting.
 @Suite struct PlaybackTokenTests {
-    static let key = SymmetricKey(data: Data("group key for the tests".utf8))
+    static let key = Digest.Key("group key for the tests".utf8)
 
     @Test func eachWayATokenCanBeWrongIsRefusedWithItsReason() {
         let token = PlaybackToken(path: "live/paid", epoch: 7, expires: 2000).signed(with: Self.key)
         func check(_ text: String?, paths: [String] = ["live/paid_1", "live/paid"], epoch: Int64 = 7, address: String = "10.0.0.1",
-                   now: Int64 = 1000, key: SymmetricKey = Self.key) -> PlaybackToken.Refusal? {
+                   now: Int64 = 1000, key: Digest.Key = Self.key) -> PlaybackToken.Refusal? {
             PlaybackToken.verify(text, paths: paths, epoch: epoch, clientAddress: address, now: now, key: key)
         }
         #expect(check(token) == nil)
@@ -20,7 +20,7 @@ import Testing
         #expect(check(token, now: 2000) == .expired(at: 2000) && PlaybackToken.Refusal.expired(at: 1).status == 403)
         #expect(check(token, paths: ["live/other_1", "live/other"]) == .forged, "another stream's")
         #expect(check(token, epoch: 8) == .forged, "the same stream provisioned again")
-        #expect(check(token, key: SymmetricKey(data: Data("another group".utf8))) == .forged, "another node group's")
+        #expect(check(token, key: Digest.Key("another group".utf8)) == .forged, "another node group's")
         let bound = PlaybackToken(path: "live/paid", epoch: 7, expires: 2000, clientAddress: "10.0.0.1").signed(with: Self.key)
         #expect(check(bound) == nil && check(bound, address: "10.0.0.2") == .forged, "another address's")
         // Changing the expiry or the binding breaks the signature.

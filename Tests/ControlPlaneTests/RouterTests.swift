@@ -1,5 +1,5 @@
 import ControlPlane
-import Crypto
+import Digests
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -71,7 +71,7 @@ func handSignedToken(header: String = #"{"alg":"HS256","typ":"JWT"}"#, claims: S
         data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
     }
     let input = base64URL(Data(header.utf8)) + "." + base64URL(Data(claims.utf8))
-    let signature = HMAC<SHA256>.authenticationCode(for: Data(input.utf8), using: SymmetricKey(data: Data(secret.utf8)))
+    let signature = Digest.hmac(.sha256, Data(input.utf8), key: Digest.Key(secret.utf8))
     return input + "." + base64URL(Data(signature))
 }
 

@@ -109,6 +109,47 @@ import TestSupport
         await running.value
     }
 
+    /// The node's own PostgreSQL client against a server that asks for a password over SCRAM-SHA-256
+    /// (PostgreSQL's default): the right one opens the store, its listening connection included; a
+    /// wrong or missing one, or TLS the server does not offer, is refused with what is wrong.
+    @Test func postgreSQLWithAPasswordIsReachedOverSCRAMAndWhatIsWrongIsSaid() async throws {
+        let server = try PostgresServer(password: "s3cret, p@ss=word")
+        defer { server.stop() }
+        func store(_ url: String) throws -> PostgresStore {
+            guard case let .postgres(location) = try StoreLocation.parse(url) else { throw StoreFailure.badLocation("not PostgreSQL: \(url)") }
+            return try PostgresStore(location, logger: Logger(label: "test.store"))
+        }
+        // sslmode=prefer: the server offers no TLS, so the client goes on without it.
+        let opened = try store(server.url(password: server.password, sslmode: "prefer"))
+        let running = Task { await opened.run() }
+        try await opened.migrate()
+        let changes = opened.provisionChanges()
+        try await opened.insert([Self.provision("live/scram")])
+        #expect(try await opened.provision("live/scram")?.streamGuid == "live/scram")
+        let announced = await withTaskGroup(of: Bool.self) { group in
+            group.addTask { var iterator = changes.makeAsyncIterator(); return await iterator.next() != nil }
+            group.addTask { try? await Task.sleep(for: .seconds(10)); return false }
+            defer { group.cancelAll() }
+            return await group.next() ?? false
+        }
+        #expect(announced, "the listening connection authenticated and heard the insert")
+        try await opened.close()
+        running.cancel()
+        await running.value
+
+        for (url, expected) in [(server.url(password: "wrong"), "28P01: password authentication failed for user \"abr\""),
+                                (server.url(password: nil), "asks user abr for a password, and the URL has none"),
+                                (server.url(password: server.password, sslmode: "require"), "does not offer TLS, and the URL says sslmode=require")] {
+            let refused = try store(url)
+            do {
+                try await refused.migrate()
+                Issue.record("\(url) was let in")
+            } catch {
+                #expect("\(error)".contains(expected), "\(url): \(error)")
+            }
+        }
+    }
+
     @Test func storeLocationsAreParsedOrRefusedWithAReason() throws {
         #expect(try StoreLocation.parse("sqlite:/var/lib/abr/store.sqlite") == .sqlite(path: "/var/lib/abr/store.sqlite"))
         guard case let .postgres(pg) = try StoreLocation.parse("postgres://abr:p%40ss@db.example:6543/fleet?sslmode=require") else {

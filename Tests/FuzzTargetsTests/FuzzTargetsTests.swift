@@ -1,5 +1,5 @@
 import AccessTokens
-import Crypto
+import Digests
 import Foundation
 import FuzzTargets
 import Testing
@@ -39,7 +39,7 @@ import Testing
             }
             #expect(refusal.reason == reason, "\(name)")
         }
-        let key = SymmetricKey(data: Data(FuzzTarget.fuzzSecret.utf8))
+        let key = Digest.Key(FuzzTarget.fuzzSecret.utf8)
         func playback(_ name: String) throws -> PlaybackToken.Refusal? {
             try PlaybackToken.verify(seed(.playbackToken, name), paths: ["live/stream1", "live/stream1_2"], epoch: 7, clientAddress: "127.0.0.1",
                                      now: 1_800_000_000, key: key)

@@ -1,4 +1,4 @@
-import Crypto
+import Digests
 import MediaCore
 import NIOCore
 import RTMP
@@ -145,7 +145,7 @@ import Testing
         let serverKey = Array("Genuine Adobe Flash Media Server 001".utf8)
         let tail: [UInt8] = [0xF0, 0xEE, 0xC2, 0x4A, 0x80, 0x68, 0xBE, 0xE8, 0x2E, 0x00, 0xD0, 0xD1, 0x02, 0x9E, 0x7E, 0x57,
                              0x6E, 0xEC, 0x5D, 0x2D, 0x29, 0x80, 0x6F, 0xAB, 0x93, 0xB8, 0xE6, 0x36, 0xCF, 0xEB, 0x31, 0xAE]
-        func mac(_ data: [UInt8], _ key: [UInt8]) -> [UInt8] { Array(HMAC<SHA256>.authenticationCode(for: data, using: SymmetricKey(data: key))) }
+        func mac(_ data: [UInt8], _ key: [UInt8]) -> [UInt8] { Array(Digest.hmac(.sha256, data, key: Digest.Key(key))) }
         var c1 = (0..<1536).map { UInt8(($0 * 31 + 7) & 0xFF) }
         c1.replaceSubrange(4..<8, with: [0x80, 0x00, 0x07, 0x02])
         let offset = (Int(c1[8]) + Int(c1[9]) + Int(c1[10]) + Int(c1[11])) % 728 + 12

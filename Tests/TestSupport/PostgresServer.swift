@@ -1,9 +1,10 @@
 import Foundation
 
 /// A real PostgreSQL server for a test: Debian's `initdb` into a temporary folder, the server on a
-/// free loopback port as this test's own child process (so no daemon outlives the test), trust
-/// authentication on loopback only, stopped (and its folder removed) by `stop()`. As root, it runs
-/// as the `postgres` user, which `initdb` requires.
+/// free loopback port as this test's own child process (so no daemon outlives the test), stopped
+/// (and its folder removed) by `stop()`. Over TCP, trust authentication, or SCRAM-SHA-256 when the
+/// server is made with a password; the tools (`createdb`, `psql`) come in through its Unix socket,
+/// trusted. As root, it runs as the `postgres` user, which `initdb` requires.
 public final class PostgresServer: @unchecked Sendable {
     public struct Failure: Error, CustomStringConvertible {
         public var description: String
@@ -13,14 +14,22 @@ public final class PostgresServer: @unchecked Sendable {
     public let port: Int
     public let database = "abr"
     public let user = "abr"
+    /// The user's password, asked for (SCRAM-SHA-256) on every TCP connection; nil for trust.
+    public let password: String?
     private let binaries: URL
     private let asUser: [String]
     private let server = Process()
 
-    /// `postgres://abr@127.0.0.1:PORT/abr?sslmode=disable`
-    public var url: String { "postgres://\(user)@127.0.0.1:\(port)/\(database)?sslmode=disable" }
+    /// `postgres://abr@127.0.0.1:PORT/abr?sslmode=disable` (with `:password` when it has one)
+    public var url: String { url(password: password) }
 
-    public init() throws {
+    public func url(password: String?, sslmode: String = "disable") -> String {
+        let secret = password.map { ":" + ($0.addingPercentEncoding(withAllowedCharacters: .urlPasswordAllowed) ?? $0) } ?? ""
+        return "postgres://\(user)\(secret)@127.0.0.1:\(port)/\(database)?sslmode=\(sslmode)"
+    }
+
+    public init(password: String? = nil) throws {
+        self.password = password
         guard let binaries = Self.binaries() else {
             throw Failure(description: "PostgreSQL's server programs are not installed (./abr deps installs Debian's postgresql)")
         }
@@ -32,7 +41,15 @@ public final class PostgresServer: @unchecked Sendable {
         if getuid() == 0 { _ = try runProcess("/usr/bin/chown", ["postgres:postgres", directory.path]) }
         port = try Self.freePort()
         let data = directory.appendingPathComponent("data").path
-        try run("initdb", ["-D", data, "-U", user, "--auth=trust", "--no-sync", "-E", "UTF8"])
+        var initdb = ["-D", data, "-U", user, "--no-sync", "-E", "UTF8"]
+        if let password {
+            let passwordFile = directory.appendingPathComponent("password").path
+            FileManager.default.createFile(atPath: passwordFile, contents: Data(password.utf8))
+            initdb += ["--auth-local=trust", "--auth-host=scram-sha-256", "--pwfile=\(passwordFile)"]
+        } else {
+            initdb += ["--auth=trust"]
+        }
+        try run("initdb", initdb)
         // Loopback only, a socket folder of its own, and no durability work a test does not need.
         let command = asUser + [binaries.appendingPathComponent("postgres").path, "-D", data, "-c", "listen_addresses=127.0.0.1", "-c", "port=\(port)",
                                 "-c", "unix_socket_directories=\(directory.path)", "-c", "fsync=off", "-c", "max_connections=200"]
@@ -46,7 +63,7 @@ public final class PostgresServer: @unchecked Sendable {
         try server.runDeliveringSignals()
         var created = false
         for _ in 0..<300 where server.isRunning && !created {
-            created = (try? run("createdb", ["-h", "127.0.0.1", "-p", "\(port)", "-U", user, database])) != nil
+            created = (try? run("createdb", ["-h", directory.path, "-p", "\(port)", "-U", user, database])) != nil
             if !created { Thread.sleep(forTimeInterval: 0.1) }
         }
         guard created else {
@@ -82,7 +99,7 @@ public final class PostgresServer: @unchecked Sendable {
     /// A SQL statement through psql, its rows as text.
     public func query(_ sql: String) throws -> String {
         let result = try runProcess(binaries.appendingPathComponent("psql").path,
-                                    ["-h", "127.0.0.1", "-p", "\(port)", "-U", user, "-d", database, "-At", "-c", sql], timeout: 60)
+                                    ["-h", directory.path, "-p", "\(port)", "-U", user, "-d", database, "-At", "-c", sql], timeout: 60)
         guard result.status == 0 else { throw Failure(description: "psql: \(result.stderr)") }
         return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
