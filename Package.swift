@@ -41,7 +41,9 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird-auth", from: "2.5.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
-        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.30.0"),
+        // HTTP/2 for HTTPS (Hummingbird resolves both already; the node wires them to its own TLS).
+        .package(url: "https://github.com/apple/swift-nio-http2", from: "1.34.0"),
+        .package(url: "https://github.com/apple/swift-nio-extras", from: "1.27.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         // Deque for every FIFO (swift-nio resolves it already), and base64 for SDP.
@@ -94,6 +96,11 @@ let package = Package(
             ],
             swiftSettings: fuzzable
         ),
+        // OpenSSL's TLS for TCP behind a small C shim (bytes in memory, never a socket), and the
+        // SwiftNIO handler on it: HTTPS (ALPN for HTTP/2) and the PostgreSQL client's TLS. In place
+        // of swift-nio-ssl, whose BoringSSL copy was the largest part of every fresh build.
+        .target(name: "CTLS", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]),
+        .target(name: "TLSTransport", dependencies: ["CTLS", .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOTLS", package: "swift-nio")]),
         // OpenSSL's DTLS behind a small C shim (datagrams in memory, never a socket), and libsrtp2.
         // Also OpenSSL's AES-GCM, AES-ICM and HMAC-SHA1 for libsrtp2's crypto kernel, in place of Debian's NSS ones.
         .target(name: "CDTLS", linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto"), .linkedLibrary("srtp2")]),
@@ -157,15 +164,14 @@ let package = Package(
         ),
         // What a node keeps and a fleet shares: provisions, job history, node registry, placement.
         // SQLite (GRDB) for one node, PostgreSQL for a fleet (the protocol's core spoken on swift-nio,
-        // TLS by NIOSSL for `sslmode`, SCRAM's digests by Digests).
+        // TLS by TLSTransport for `sslmode`, SCRAM's digests by Digests).
         .target(
             name: "Store",
             dependencies: [
-                "Ingest", "Digests",
+                "Ingest", "Digests", "TLSTransport",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -178,8 +184,9 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 // HTTPS with HTTP/2 (Low-Latency HLS players ask for it) when the node has a certificate.
                 .product(name: "HummingbirdCore", package: "hummingbird"),
-                .product(name: "HummingbirdHTTP2", package: "hummingbird"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                "TLSTransport",
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHTTPTypesHTTP2", package: "swift-nio-extras"),
                 .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -208,7 +215,7 @@ let package = Package(
             name: "NodeApp",
             dependencies: [
                 "Transcoder", "MediaCore", "RTSPServer", "Ingest", "RTMPServer", "SRTServer", "WebRTCServer", "LiveNode", "ControlPlane", "Store", "CAllocator", "ChildProcess",
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                "TLSTransport",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
@@ -229,7 +236,7 @@ let package = Package(
         .target(
             name: "FuzzTargets",
             dependencies: [
-                "RTSP", "RTMP", "RTSPServer", "Ingest", "Transcoder", "MediaCore", "WebRTC", "AccessTokens",
+                "RTSP", "RTMP", "RTSPServer", "Ingest", "Transcoder", "MediaCore", "WebRTC", "AccessTokens", "Store",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ],
@@ -267,7 +274,7 @@ let package = Package(
                            .product(name: "NIOHTTP1", package: "swift-nio"),
                            .product(name: "NIOPosix", package: "swift-nio"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                                      .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                           "TLSTransport",
                            "Digests"], swiftSettings: testsWriteTheIndex),
     ],
     swiftLanguageModes: [.v6]

@@ -3,8 +3,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdCore
-import HummingbirdHTTP2
-import NIOSSL
+import TLSTransport
 import Logging
 import MediaCore
 import NIOCore
@@ -276,17 +275,14 @@ public enum HTTPAPI {
     /// HTTP/2 and HTTP/1.1 (ALPN). Over HTTP/2 each request is a stream, and each stream counts
     /// against the connection limits as a connection does over HTTP/1.1, so requests held by a
     /// blocking playlist reload are bounded the same way whichever version the player speaks.
-    public static func makeApplication(_ plane: ControlPlane, host: String, port: Int, tls: TLSConfiguration? = nil,
+    public static func makeApplication(_ plane: ControlPlane, host: String, port: Int, tls: TLSContext? = nil,
                                        onListening: @escaping @Sendable (Int) async -> Void = { _ in }) throws -> some ApplicationProtocol {
         let limiter = plane.httpConnections
         let idle = Duration.seconds(plane.configuration.httpIdleTimeout)
         let plain = HTTP1Channel.Configuration(additionalChannelHandlers: [HTTPConnectionGuard(limiter: limiter)], idleTimeout: .seconds(plane.configuration.httpIdleTimeout))
-        let server: HTTPServerBuilder = try tls.map { tls in
-            // The handshake must finish in time, before HTTP's own guards see the connection.
+        let server: HTTPServerBuilder = tls.map { tls in
             HTTPServerBuilder { responder in
-                HandshakeGuardedChannel(base: try HTTP2UpgradeChannel(tlsConfiguration: tls, configuration: .init(idleTimeout: idle, streamConfiguration: plain),
-                                                                      responder: responder),
-                                        limiter: limiter)
+                SecureHTTPChannel(tls: tls, limiter: limiter, idleTimeout: idle, streamConfiguration: plain, responder: responder)
             }
         } ?? .http1(configuration: plain)
         return Application(router: makeRouter(plane),
@@ -296,23 +292,19 @@ public enum HTTPAPI {
                     logger: Logger(label: "abr.http"))
     }
 
-    /// The server's TLS from PEM files: the certificate chain (leaf first) and its private key.
-    /// Throws a sentence naming the file that cannot be used.
-    public static func tlsConfiguration(certificate: String, key: String) throws -> TLSConfiguration {
-        let chain: [NIOSSLCertificate]
+    /// The server's TLS from PEM files: the certificate chain (leaf first) and its private key,
+    /// offering HTTP/2 and HTTP/1.1 by ALPN. Throws a sentence naming the file that cannot be used.
+    public static func tlsContext(certificate: String, key: String) throws -> TLSContext {
         do {
-            chain = try NIOSSLCertificate.fromPEMFile(certificate)
+            return try TLSContext.server(certificatePath: certificate, privateKeyPath: key, applicationProtocols: ["h2", "http/1.1"])
         } catch {
-            throw TLSFileProblem(description: "--tls-cert \(certificate): not a readable PEM certificate (\(error))")
+            switch error.part {
+            case .certificate: throw TLSFileProblem(description: "--tls-cert \(certificate): \(error.reason)")
+            case .privateKey: throw TLSFileProblem(description: "--tls-key \(key): \(error.reason)")
+            case .keyDoesNotMatch: throw TLSFileProblem(description: "--tls-key \(key) is not the key of --tls-cert \(certificate) (\(error.reason))")
+            case .other: throw TLSFileProblem(description: "HTTPS cannot start: \(error.reason)")
+            }
         }
-        guard !chain.isEmpty else { throw TLSFileProblem(description: "--tls-cert \(certificate): no certificate in the file") }
-        let privateKey: NIOSSLPrivateKey
-        do {
-            privateKey = try NIOSSLPrivateKey(file: key, format: .pem)
-        } catch {
-            throw TLSFileProblem(description: "--tls-key \(key): not a readable PEM private key (\(error))")
-        }
-        return .makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(privateKey))
     }
 
     public struct TLSFileProblem: Error, CustomStringConvertible {

@@ -2,7 +2,6 @@ import HummingbirdCore
 import Ingest
 import Logging
 import NIOCore
-import NIOSSL
 import NIOTLS
 
 /// Bounds TLS connections before they speak HTTP. `HTTPConnectionGuard` counts a connection once
@@ -46,8 +45,9 @@ final class TLSHandshakeGuard: ChannelInboundHandler, RemovableChannelHandler {
             return
         }
         admittedAddress = address
-        deadline = context.eventLoop.scheduleTask(in: .seconds(limiter.limits.tlsHandshakeTimeout)) { [self] in
-            self.context?.close(promise: nil)
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        deadline = context.eventLoop.scheduleTask(in: .seconds(limiter.limits.tlsHandshakeTimeout)) {
+            handler.value.context?.close(promise: nil)
         }
     }
 
@@ -93,31 +93,5 @@ final class HandshakeCompletionWatcher: ChannelInboundHandler, RemovableChannelH
             handshakeGuard.handshakeCompleted()
             context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
         }
-    }
-}
-
-/// A server child channel with `TLSHandshakeGuard` just ahead of the TLS handler `base` adds,
-/// and its `HandshakeCompletionWatcher` just after it.
-struct HandshakeGuardedChannel<Base: ServerChildChannel>: ServerChildChannel {
-    typealias Value = Base.Value
-    let base: Base
-    let limiter: HTTPConnectionLimiter
-
-    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
-        let value = base.setup(channel: channel, logger: logger)
-        do {
-            let tls = try channel.pipeline.syncOperations.handler(type: NIOSSLServerHandler.self)
-            let handshakeGuard = TLSHandshakeGuard(limiter: limiter)
-            try channel.pipeline.syncOperations.addHandler(handshakeGuard, position: .before(tls))
-            try channel.pipeline.syncOperations.addHandler(HandshakeCompletionWatcher(handshakeGuard), position: .after(tls))
-        } catch {
-            channel.close(promise: nil)
-            return channel.eventLoop.makeFailedFuture(error)
-        }
-        return value
-    }
-
-    func handle(value: Value, logger: Logger) async {
-        await base.handle(value: value, logger: logger)
     }
 }

@@ -7,6 +7,7 @@ import NIOEmbedded
 import RTMP
 import RTSP
 import RTSPServer
+import Store
 import Transcoder
 import WebRTC
 
@@ -45,6 +46,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case webrtcFeedback = "webrtc-feedback"
     case bearerToken = "bearer-token"
     case playbackToken = "playback-token"
+    case postgresBackend = "postgres-backend"
 
     public func run(_ bytes: [UInt8]) {
         switch self {
@@ -80,6 +82,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .webrtcFeedback: Self.webrtcFeedback(bytes)
         case .bearerToken: Self.bearerToken(bytes)
         case .playbackToken: Self.playbackToken(bytes)
+        case .postgresBackend: Self.postgresBackend(bytes)
         }
     }
 
@@ -142,6 +145,17 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
 
     /// A datagram on the WebRTC port that claims to be STUN: parsed, re-encoded and read back
     /// the same, and answered by ICE-lite for a session whose ufrag a mutation can hit.
+    /// What a PostgreSQL server (or something posing as one) sends the fleet's store: whole
+    /// messages decoded, anything else refused with a PostgresFailure; with or without the SSL
+    /// answer byte first.
+    static func postgresBackend(_ bytes: [UInt8]) {
+        for expectingSSLResponse in [false, true] {
+            if case let .failure(error) = PostgresBackendDecoder.decodeAll(bytes, expectingSSLResponse: expectingSSLResponse) {
+                precondition(error is PostgresFailure, "the PostgreSQL decoder failed with \(type(of: error)), not a PostgresFailure")
+            }
+        }
+    }
+
     static func stun(_ bytes: [UInt8]) {
         if let received = try? STUNMessage.parse(bytes) {
             let again = try? STUNMessage.parse(received.message.encoded(integrityKey: [1, 2, 3]))

@@ -4,7 +4,7 @@ import Ingest
 import LiveNode
 import Logging
 import MediaCore
-import NIOSSL
+import TLSTransport
 import RTMPServer
 import RTSPServer
 import SRTServer
@@ -57,7 +57,7 @@ public func buildApplication(_ settings: NodeSettings, environment: [String: Str
                              shutdownSignals: [UnixSignal] = [.sigterm, .sigint]) async throws -> NodeApplication {
     try settings.validate()
     // Before anything is bound or opened: a certificate that cannot be used stops the node at once.
-    let tls = try settings.tlsCertificate.map { try HTTPAPI.tlsConfiguration(certificate: $0, key: settings.tlsKey ?? "") }
+    let tls = try settings.tlsCertificate.map { try HTTPAPI.tlsContext(certificate: $0, key: settings.tlsKey ?? "") }
     let logger = Logger(label: "abr.serve")
     let dataDirectory = URL(fileURLWithPath: settings.dataDirectory)
     let ladders = try settings.provisionFiles.map { (path: $0, ladder: try ProvisionFile.load(path: $0)) }
@@ -85,7 +85,7 @@ public func buildApplication(_ settings: NodeSettings, environment: [String: Str
 /// The control plane, its provisions, the listeners and the services, around an open store.
 private func assemble(_ settings: NodeSettings, environment: [String: String], metrics: NodeMetrics, shutdownSignals: [UnixSignal],
                       logger: Logger, credentials: NodeCredentials, dataDirectory: URL, ladders: [(path: String, ladder: Ladder)],
-                      store: any NodeStore, storeTask: Task<Void, Never>, tls: TLSConfiguration?) async throws -> NodeApplication {
+                      store: any NodeStore, storeTask: Task<Void, Never>, tls: TLSContext?) async throws -> NodeApplication {
     var configuration = ControlPlane.Configuration(credentials: credentials)
     configuration.hlsPlayerScript = settings.hlsPlayerScript.map { URL(fileURLWithPath: $0) }
     configuration.tokenLifetime = settings.tokenLifetime

@@ -195,7 +195,8 @@ public struct Placement: Sendable, Codable, Equatable {
 }
 
 /// `--store`: `sqlite:PATH` (a file, or a directory that gets `abr-worker.sqlite`) or a
-/// PostgreSQL URL (`postgres://user:password@host:port/database?sslmode=disable|prefer|require`).
+/// PostgreSQL URL (`postgres://user:password@host:port/database?sslmode=disable|prefer|require`,
+/// and `&sslrootcert=PATH` for a server whose certificate a private CA signed).
 public enum StoreLocation: Sendable, Equatable {
     case sqlite(path: String)
     case postgres(PostgresLocation)
@@ -208,9 +209,13 @@ public enum StoreLocation: Sendable, Equatable {
         public var password: String?
         public var database: String
         public var tls: TLSMode
+        /// A PEM file of the roots the server's certificate must chain to (libpq's `sslrootcert`); nil: the system's.
+        public var rootCertificates: String? = nil
 
         /// The URL without its password.
-        public var redacted: String { "postgres://\(user)@\(host):\(port)/\(database)?sslmode=\(tls.rawValue)" }
+        public var redacted: String {
+            "postgres://\(user)@\(host):\(port)/\(database)?sslmode=\(tls.rawValue)" + (rootCertificates.map { "&sslrootcert=\($0)" } ?? "")
+        }
     }
 
     public static func parse(_ text: String) throws(StoreFailure) -> StoreLocation {
@@ -228,13 +233,14 @@ public enum StoreLocation: Sendable, Equatable {
         guard let user = url.user, !user.isEmpty else { throw .badLocation("the PostgreSQL URL names no user (postgres://USER:password@host/database)") }
         let database = String(url.path.drop { $0 == "/" })
         let mode = url.queryItems?.first { $0.name == "sslmode" }?.value ?? "prefer"
+        let roots = url.queryItems?.first { $0.name == "sslrootcert" }?.value
         guard let tls = PostgresLocation.TLSMode(rawValue: mode) else {
             throw .badLocation("sslmode must be disable, prefer or require (got \(mode))")
         }
         guard let port = url.port ?? Optional(5432), (1...65535).contains(port) else { throw .badLocation("the PostgreSQL port must be 1 to 65535") }
         return .postgres(PostgresLocation(host: host, port: port, user: user.removingPercentEncoding ?? user,
                                           password: url.password.map { $0.removingPercentEncoding ?? $0 },
-                                          database: database.isEmpty ? user : database, tls: tls))
+                                          database: database.isEmpty ? user : database, tls: tls, rootCertificates: roots))
     }
 }
 

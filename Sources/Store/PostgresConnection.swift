@@ -3,7 +3,7 @@ import Digests
 import Foundation
 import NIOCore
 import NIOPosix
-import NIOSSL
+import TLSTransport
 
 /// Hands the server's messages to the requests waiting on the connection, in the order they were sent.
 final class PostgresResponseHandler: ChannelInboundHandler {
@@ -69,7 +69,7 @@ final class PostgresConnection: Sendable {
 
     var isActive: Bool { channel.isActive }
 
-    static func connect(to location: StoreLocation.PostgresLocation, tls: NIOSSLContext?,
+    static func connect(to location: StoreLocation.PostgresLocation, tls: TLSContext?,
                         onNotification: @escaping @Sendable (String, String) -> Void = { _, _ in }) async throws -> PostgresConnection {
         let asksForTLS = location.tls != .disable
         let channel: Channel
@@ -97,17 +97,16 @@ final class PostgresConnection: Sendable {
     }
 
     /// TLS when asked for, the startup message, then each authentication step the server asks for, until it is ready.
-    private func start(_ location: StoreLocation.PostgresLocation, tls: NIOSSLContext?) async throws {
+    private func start(_ location: StoreLocation.PostgresLocation, tls: TLSContext?) async throws {
         if location.tls != .disable {
             let answer = try await exchange(PostgresFrontend.sslRequest(), timeout: .seconds(10)) {
                 if case .sslResponse = $0 { true } else { false }
             }
             if answer.last == .sslResponse(accepted: true), let tls {
                 let channel = self.channel
-                // An address has no name to send or check: SNI and the name check need a host name.
-                let hostname = location.host.contains(":") || location.host.allSatisfy({ $0.isNumber || $0 == "." }) ? nil : location.host
+                // The certificate must name the host (or address) the URL names.
                 try await channel.eventLoop.submit {
-                    try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: hostname), position: .first)
+                    try channel.pipeline.syncOperations.addHandler(TLSHandler(context: tls, peerName: location.host), position: .first)
                 }.get()
             } else if location.tls == .require {
                 throw PostgresFailure.connection("\(location.host):\(location.port) does not offer TLS, and the URL says sslmode=require")
@@ -225,7 +224,7 @@ final class PostgresConnection: Sendable {
 actor PostgresConnectionPool {
     let location: StoreLocation.PostgresLocation
     let maximumConnections: Int
-    let tls: NIOSSLContext?
+    let tls: TLSContext?
     private var idle: [PostgresConnection] = []
     private var open = 0
     /// Woken with a connection, or with nil to try again (one closed, or opening one failed).
@@ -235,7 +234,11 @@ actor PostgresConnectionPool {
     init(location: StoreLocation.PostgresLocation, maximumConnections: Int) throws {
         self.location = location
         self.maximumConnections = maximumConnections
-        tls = location.tls == .disable ? nil : try NIOSSLContext(configuration: .makeClientConfiguration())
+        do {
+            tls = location.tls == .disable ? nil : try TLSContext.client(verifyingPeers: true, rootsPath: location.rootCertificates)
+        } catch {
+            throw PostgresFailure.connection("sslrootcert=\(location.rootCertificates ?? "(the system's)"): \(error.reason)")
+        }
     }
 
     nonisolated func withConnection<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {

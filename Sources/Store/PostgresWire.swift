@@ -103,7 +103,7 @@ enum PostgresFrontend {
 }
 
 /// What the server says, as far as the store reads it; everything else is `.other`.
-enum PostgresBackendMessage: Sendable, Equatable {
+public enum PostgresBackendMessage: Sendable, Equatable {
     /// The answer to SSLRequest: one unframed byte, `S` (go on in TLS) or `N`.
     case sslResponse(accepted: Bool)
     case authentication(PostgresAuthenticationRequest)
@@ -118,7 +118,7 @@ enum PostgresBackendMessage: Sendable, Equatable {
     case other(type: UInt8)
 }
 
-enum PostgresAuthenticationRequest: Sendable, Equatable {
+public enum PostgresAuthenticationRequest: Sendable, Equatable {
     case ok
     case cleartextPassword
     case md5Password(salt: [UInt8])
@@ -130,7 +130,7 @@ enum PostgresAuthenticationRequest: Sendable, Equatable {
 }
 
 /// An ErrorResponse's fields: severity, SQLSTATE, message, and detail or hint when the server gives them.
-struct PostgresServerError: Error, Sendable, Equatable, CustomStringConvertible {
+public struct PostgresServerError: Error, Sendable, Equatable, CustomStringConvertible {
     var fields: [UInt8: String]
 
     var severity: String { fields[UInt8(ascii: "V")] ?? fields[UInt8(ascii: "S")] ?? "ERROR" }
@@ -138,7 +138,7 @@ struct PostgresServerError: Error, Sendable, Equatable, CustomStringConvertible 
     var code: String { fields[UInt8(ascii: "C")] ?? "?????" }
     var message: String { fields[UInt8(ascii: "M")] ?? "(no message)" }
 
-    var description: String {
+    public var description: String {
         var text = "PostgreSQL \(severity) \(code): \(message)"
         if let detail = fields[UInt8(ascii: "D")] { text += " (\(detail))" }
         if let hint = fields[UInt8(ascii: "H")] { text += "; hint: \(hint)" }
@@ -147,7 +147,7 @@ struct PostgresServerError: Error, Sendable, Equatable, CustomStringConvertible 
 }
 
 /// What went wrong talking to PostgreSQL, said so an operator can act on it.
-enum PostgresFailure: Error, Sendable, CustomStringConvertible {
+public enum PostgresFailure: Error, Sendable, CustomStringConvertible {
     case server(PostgresServerError)
     /// The server sent bytes that are not the protocol (where, and what).
     case protocolViolation(String)
@@ -156,7 +156,7 @@ enum PostgresFailure: Error, Sendable, CustomStringConvertible {
     /// A column whose text is not the type asked for.
     case decoding(String)
 
-    var description: String {
+    public var description: String {
         switch self {
         case let .server(error): error.description
         case let .protocolViolation(what): "PostgreSQL protocol violation: \(what)"
@@ -169,15 +169,15 @@ enum PostgresFailure: Error, Sendable, CustomStringConvertible {
 
 /// Frames and parses the server's messages. Lengths are checked against the message before any
 /// field is read; a message over `maximumMessageBytes` is refused, not buffered.
-struct PostgresBackendDecoder: ByteToMessageDecoder {
-    typealias InboundOut = PostgresBackendMessage
+public struct PostgresBackendDecoder: ByteToMessageDecoder {
+    public typealias InboundOut = PostgresBackendMessage
     /// Far above any row the store reads (a provision document is at most a few hundred KB).
     static let maximumMessageBytes = 32 << 20
 
     /// The next byte answers an SSLRequest rather than starting a message.
     var expectsSSLResponse: Bool
 
-    mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
+    public mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
         guard let message = try Self.next(from: &buffer, expectsSSLResponse: &expectsSSLResponse) else { return .needMoreData }
         context.fireChannelRead(wrapInboundOut(message))
         return .continue
@@ -256,6 +256,19 @@ struct PostgresBackendDecoder: ByteToMessageDecoder {
             return .notification(channel: channel, payload: payload)
         default:
             return .other(type: type)
+        }
+    }
+
+    /// Every whole message in `bytes` (how many), or the refusal that stopped it: the fuzz target's door.
+    public static func decodeAll(_ bytes: [UInt8], expectingSSLResponse: Bool) -> Result<Int, any Error> {
+        var buffer = ByteBuffer(bytes: bytes)
+        var expectsSSLResponse = expectingSSLResponse
+        var count = 0
+        do {
+            while try next(from: &buffer, expectsSSLResponse: &expectsSSLResponse) != nil { count += 1 }
+            return .success(count)
+        } catch {
+            return .failure(error)
         }
     }
 

@@ -5,7 +5,7 @@ import HTTPTypes
 import Hummingbird
 import LiveNode
 import NIOCore
-import NIOSSL
+import TLSTransport
 import RTSPServer
 import Store
 import TestSupport
@@ -176,13 +176,20 @@ import Glibc
             configuration.httpIdleTimeout = 30
         }
         defer { Self.shutDown(plane) }
-        let tls = try HTTPAPI.tlsConfiguration(certificate: certificate, key: key)
+        let tls = try HTTPAPI.tlsContext(certificate: certificate, key: key)
         try await withLiveAPI(plane, tls: tls) { client in
             let port = try #require(client.port)
+            let limiter = plane.httpConnections
+            // Plain HTTP, and bytes that are no TLS at all, to the HTTPS port: refused by the handshake, closed at once.
+            for notTLS in [Array("GET /health HTTP/1.1\r\nHost: x\r\n\r\n".utf8), [UInt8](repeating: 0xFF, count: 300)] {
+                let stranger = try Connection(port: port)
+                stranger.sendBytes(notTLS)
+                #expect(stranger.read().closed, "bytes that are not TLS end the connection")
+            }
+            #expect(waitUntil(timeout: 3) { limiter.tlsHandshakesUnderWay == 0 })
             // A TLS record header and the first bytes of a ClientHello, then one byte at a time.
             let hogs = try (0..<6).map { _ in try Connection(port: port) }
             for hog in hogs { hog.sendBytes([0x16, 0x03, 0x01, 0x02, 0x00, 0x01]) }
-            let limiter = plane.httpConnections
             #expect(waitUntil(timeout: 3) { limiter.tlsHandshakesUnderWay == 6 })
             // A seventh handshake from the same address is closed at once.
             let seventh = try Connection(port: port)

@@ -5,7 +5,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import NIOPosix
-import NIOSSL
+import TLSTransport
 import ServiceLifecycle
 import Synchronization
 
@@ -99,7 +99,7 @@ enum HTTPTestError: Error {
 
 /// Runs the node's HTTP API on a free loopback port for the length of `body`, then shuts it down gracefully.
 /// With `tls`, the port is HTTPS (HTTP/2 and HTTP/1.1), as `--tls-cert` makes it.
-func withLiveAPI<Value: Sendable>(_ plane: ControlPlane, tls: TLSConfiguration? = nil,
+func withLiveAPI<Value: Sendable>(_ plane: ControlPlane, tls: TLSContext? = nil,
                                   _ body: @Sendable (LiveHTTPClient) async throws -> Value) async throws -> Value {
     let (ports, portSink) = AsyncStream.makeStream(of: Int.self)
     let app = try HTTPAPI.makeApplication(plane, host: "127.0.0.1", port: 0, tls: tls) { port in portSink.yield(port) }

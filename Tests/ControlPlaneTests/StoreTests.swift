@@ -150,6 +150,37 @@ import TestSupport
         }
     }
 
+    /// The client's TLS (OpenSSL, through TLSTransport) against a real server in TLS: a certificate
+    /// the URL's `sslrootcert` vouches for opens the store, encrypted (the server says so); the
+    /// same server's certificate unvouched for is refused, with the reason.
+    @Test func postgreSQLOverTLSIsVerifiedAgainstTheRootsTheURLNames() async throws {
+        let server = try PostgresServer(password: "tls pass", tls: true)
+        defer { server.stop() }
+        let trusted = server.url(password: server.password, sslmode: "require") + "&sslrootcert=" + server.certificatePath
+        guard case let .postgres(location) = try StoreLocation.parse(trusted) else { Issue.record("not a PostgreSQL URL"); return }
+        #expect(location.rootCertificates == server.certificatePath)
+        let store = try PostgresStore(location, logger: Logger(label: "test.store"))
+        let running = Task { await store.run() }
+        try await store.migrate()
+        try await store.insert([Self.provision("live/tls")])
+        #expect(try await store.provision("live/tls") != nil)
+        #expect(try server.query("SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) WHERE s.ssl AND a.application_name = 'abr-worker'") != "0",
+                "the node's connections are encrypted")
+        try await store.close()
+        running.cancel()
+        await running.value
+
+        guard case let .postgres(unvouched) = try StoreLocation.parse(server.url(password: server.password, sslmode: "require")) else { return }
+        do {
+            try await PostgresStore(unvouched, logger: Logger(label: "test.store")).migrate()
+            Issue.record("a self-signed certificate was trusted")
+        } catch {
+            #expect("\(error)".contains("the peer's certificate is refused"), "\(error)")
+        }
+        guard case let .postgres(missingRoots) = try StoreLocation.parse(trusted.replacingOccurrences(of: server.certificatePath, with: "/nonexistent/roots.pem")) else { return }
+        #expect { _ = try PostgresStore(missingRoots) } throws: { "\($0)".contains("sslrootcert=/nonexistent/roots.pem: not a readable PEM file") }
+    }
+
     @Test func storeLocationsAreParsedOrRefusedWithAReason() throws {
         #expect(try StoreLocation.parse("sqlite:/var/lib/abr/store.sqlite") == .sqlite(path: "/var/lib/abr/store.sqlite"))
         guard case let .postgres(pg) = try StoreLocation.parse("postgres://abr:p%40ss@db.example:6543/fleet?sslmode=require") else {

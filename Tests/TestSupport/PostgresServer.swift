@@ -16,6 +16,8 @@ public final class PostgresServer: @unchecked Sendable {
     public let user = "abr"
     /// The user's password, asked for (SCRAM-SHA-256) on every TCP connection; nil for trust.
     public let password: String?
+    /// The server's certificate (PEM), when it speaks TLS: the root a client must trust.
+    public var certificatePath: String { directory.appendingPathComponent("server.crt").path }
     private let binaries: URL
     private let asUser: [String]
     private let server = Process()
@@ -28,7 +30,8 @@ public final class PostgresServer: @unchecked Sendable {
         return "postgres://\(user)\(secret)@127.0.0.1:\(port)/\(database)?sslmode=\(sslmode)"
     }
 
-    public init(password: String? = nil) throws {
+    /// With `tls`, the server speaks TLS too, with a self-signed certificate for 127.0.0.1 (`certificatePath`).
+    public init(password: String? = nil, tls: Bool = false) throws {
         self.password = password
         guard let binaries = Self.binaries() else {
             throw Failure(description: "PostgreSQL's server programs are not installed (./abr deps installs Debian's postgresql)")
@@ -41,6 +44,18 @@ public final class PostgresServer: @unchecked Sendable {
         if getuid() == 0 { _ = try runProcess("/usr/bin/chown", ["postgres:postgres", directory.path]) }
         port = try Self.freePort()
         let data = directory.appendingPathComponent("data").path
+        var serverTLS: [String] = []
+        if tls {
+            let key = directory.appendingPathComponent("server.key").path
+            let made = try runProcess("/usr/bin/openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key,
+                                                           "-out", certificatePath, "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                                      timeout: 30)
+            guard made.status == 0 else { throw Failure(description: "openssl could not make a certificate: \(made.stderr)") }
+            // The server refuses a key others can read, and as root it runs as postgres.
+            _ = try runProcess("/usr/bin/chmod", ["600", key])
+            if getuid() == 0 { _ = try runProcess("/usr/bin/chown", ["postgres:postgres", key, certificatePath]) }
+            serverTLS = ["-c", "ssl=on", "-c", "ssl_cert_file=\(certificatePath)", "-c", "ssl_key_file=\(key)"]
+        }
         var initdb = ["-D", data, "-U", user, "--no-sync", "-E", "UTF8"]
         if let password {
             let passwordFile = directory.appendingPathComponent("password").path
@@ -52,7 +67,7 @@ public final class PostgresServer: @unchecked Sendable {
         try run("initdb", initdb)
         // Loopback only, a socket folder of its own, and no durability work a test does not need.
         let command = asUser + [binaries.appendingPathComponent("postgres").path, "-D", data, "-c", "listen_addresses=127.0.0.1", "-c", "port=\(port)",
-                                "-c", "unix_socket_directories=\(directory.path)", "-c", "fsync=off", "-c", "max_connections=200"]
+                                "-c", "unix_socket_directories=\(directory.path)", "-c", "fsync=off", "-c", "max_connections=200"] + serverTLS
         let log = directory.appendingPathComponent("server.log")
         FileManager.default.createFile(atPath: log.path, contents: nil)
         server.executableURL = URL(fileURLWithPath: command[0])
