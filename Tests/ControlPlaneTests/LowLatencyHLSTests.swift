@@ -50,9 +50,20 @@ import TestSupport
                                                         node.httpBase + "/hls/live/stream1/master.m3u8"], timeout: 120)
         #expect(check.status == 0, "\(check.stdout.suffix(2500)) \(check.stderr.suffix(800))")
         #expect(check.stdout.contains("\"hlsjs\": \"1.6."), "the player is hls.js 1.6: \(check.stdout.suffix(400))")
+    }
 
-        // With the latency measured, two more players at once. GStreamer's hlsdemux2 knows no
-        // parts: it plays the same playlists as segments.
+    /// Two more players of the same playlists at once, neither of them timed (so this runs beside
+    /// the other suites, not alone as the latency test does): GStreamer's hlsdemux2, which knows no
+    /// parts and plays them as segments, and the status page's hls.js in Chromium.
+    @Test func theStatusPagesHlsJsAndGStreamerPlayTheLowLatencyPlaylists() throws {
+        let scratch = Self.scratch()
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let node = try Self.liveNode(scratch, extra: ["--hls-js", Self.hlsJS.path])
+        defer { node.stop() }
+        let ready = node.waitFor(timeout: 40) {
+            ((try? node.http("GET", "/hls/live/stream1/stream1_2/index.m3u8"))?.body.components(separatedBy: "#EXTINF").count ?? 0) >= 3
+        }
+        #expect(ready)
         let gstreamer = Mutex<(ended: Bool, result: ProcessResult?)>((false, nil))
         let gstreamerThread = Thread {
             let result = try? runProcess("/usr/bin/python3", [Self.peers.appendingPathComponent("gst-hls-check.py").path,
