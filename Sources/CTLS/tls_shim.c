@@ -65,9 +65,9 @@ abr_tls_context *abr_tls_server_context_create(const char *certificate_path, con
     ERR_clear_error();
     abr_tls_context *context = calloc(1, sizeof *context);
     if (!context || protocols_length > sizeof context->protocols) {
+        snprintf(error, error_size, context ? "more ALPN protocols than 64 bytes hold" : "no memory for a TLS context");
         free(context);
         *failed_part = ABR_TLS_NO_MEMORY;
-        snprintf(error, error_size, "no memory for a TLS context");
         return NULL;
     }
     context->ctx = new_context(TLS_server_method());
