@@ -27,7 +27,7 @@ let package = Package(
     ],
     // `./abr test`'s short libFuzzer run builds abr-fuzz in the suite's own folder with this trait:
     // coverage instrumentation on this package's Swift modules alone. Passed as `-Xswiftc` flags
-    // it reached every module of the graph too (swift-nio, swift-crypto, …), whose recompiling
+    // it reached every module of the graph too (swift-nio, Hummingbird, GRDB, …), whose recompiling
     // held the suite's last phase back; the parsers under test are all here.
     traits: [.trait(name: "Fuzzing", description: "libFuzzer instrumentation and entry point (abr-fuzz)")],
     dependencies: [
