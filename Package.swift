@@ -271,6 +271,7 @@ let package = Package(
             name: "ControlPlaneTests",
             dependencies: ["ControlPlane", "Store", "LiveNode", "MediaCore", "TestSupport", "Transcoder", "NodeApp", "AccessTokens", "Ingest",
                            .product(name: "Hummingbird", package: "hummingbird"),
+                           .product(name: "NIOEmbedded", package: "swift-nio"),
                            .product(name: "NIOHTTP1", package: "swift-nio"),
                            .product(name: "NIOPosix", package: "swift-nio"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -18,9 +18,11 @@ final class PostgresResponseHandler: ChannelInboundHandler {
 
     private var waiters = Deque<Waiter>()
     private var failure: PostgresFailure?
+    let maximumMessagesPerRequest: Int
     private let onNotification: @Sendable (_ channel: String, _ payload: String) -> Void
 
-    init(onNotification: @escaping @Sendable (_ channel: String, _ payload: String) -> Void) {
+    init(maximumMessagesPerRequest: Int = 200_000, onNotification: @escaping @Sendable (_ channel: String, _ payload: String) -> Void) {
+        self.maximumMessagesPerRequest = maximumMessagesPerRequest
         self.onNotification = onNotification
     }
 
@@ -34,6 +36,11 @@ final class PostgresResponseHandler: ChannelInboundHandler {
         if case let .notification(channel, payload) = message { return onNotification(channel, payload) }
         // ParameterStatus and NoticeResponse come between requests too; nobody waits for them.
         guard !waiters.isEmpty else { return }
+        // The store's queries are bounded (LIMIT, or tables the node keeps small): a server that
+        // answers one with more is refused rather than held in memory.
+        guard waiters[0].messages.count < maximumMessagesPerRequest else {
+            return errorCaught(context: context, error: PostgresFailure.protocolViolation("more than \(maximumMessagesPerRequest) messages in answer to one request"))
+        }
         waiters[0].messages.append(message)
         if waiters[0].isLast(message) {
             let waiter = waiters.removeFirst()

@@ -1,6 +1,7 @@
 import Digests
 import Foundation
 import NIOCore
+import NIOEmbedded
 @testable import Store
 import Testing
 
@@ -77,6 +78,24 @@ import Testing
         #expect(throws: PostgresFailure.self) { try decode([UInt8(ascii: "E")], expectsSSLResponse: true) }
         #expect("\(PostgresFailure.server(PostgresServerError(fields: [UInt8(ascii: "V"): "FATAL", UInt8(ascii: "C"): "28P01", UInt8(ascii: "M"): "password authentication failed"])))"
             == "PostgreSQL FATAL 28P01: password authentication failed")
+    }
+
+    /// A server answering one request with more than the cap allows is refused, not held in memory;
+    /// the request fails with the reason and the connection closes.
+    @Test func anAnswerOfTooManyMessagesIsRefused() throws {
+        let channel = EmbeddedChannel()
+        let handler = PostgresResponseHandler(maximumMessagesPerRequest: 10) { _, _ in }
+        try channel.pipeline.syncOperations.addHandler(handler)
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 5432)).wait()
+        #expect(channel.isActive)
+        let promise = channel.eventLoop.makePromise(of: [PostgresBackendMessage].self)
+        handler.enqueue(promise) { if case .readyForQuery = $0 { true } else { false } }
+        var outcome: Result<[PostgresBackendMessage], any Error>?
+        promise.futureResult.whenComplete { outcome = $0 }
+        for _ in 0..<11 { try channel.writeInbound(PostgresBackendMessage.dataRow(["x"])) }
+        guard case let .failure(error) = outcome else { Issue.record("the request was not failed: \(String(describing: outcome))"); return }
+        #expect("\(error)".contains("more than 10 messages in answer to one request"), "\(error)")
+        #expect(!channel.isActive, "the connection is closed")
     }
 
     @Test func queriesBindTheirValuesInsteadOfWritingThemIntoSQL() {
