@@ -168,7 +168,7 @@ let package = Package(
         .target(
             name: "Store",
             dependencies: [
-                "Ingest", "Digests", "TLSTransport",
+                "Ingest", "MediaCore", "Digests", "TLSTransport",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

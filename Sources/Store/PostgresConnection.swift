@@ -1,6 +1,7 @@
 import DequeModule
 import Digests
 import Foundation
+import MediaCore
 import NIOCore
 import NIOPosix
 import TLSTransport
@@ -139,8 +140,8 @@ final class PostgresConnection: Sendable {
                     reply = PostgresFrontend.password(try password())
                 case let .authentication(.md5Password(salt)):
                     // md5(md5(password + user) + salt), in lowercase hex, as PostgreSQL's md5 method has it.
-                    let inner = Self.hex(Digest.hash(.md5, Array((try password() + location.user).utf8)))
-                    reply = PostgresFrontend.password("md5" + Self.hex(Digest.hash(.md5, Array(inner.utf8) + salt)))
+                    let inner = lowercaseHex(Digest.hash(.md5, Array((try password() + location.user).utf8)))
+                    reply = PostgresFrontend.password("md5" + lowercaseHex(Digest.hash(.md5, Array(inner.utf8) + salt)))
                 case let .authentication(.sasl(mechanisms)):
                     guard mechanisms.contains(PostgresSCRAM.mechanism) else {
                         throw PostgresFailure.authentication("the server offers \(mechanisms.joined(separator: ", ")), not \(PostgresSCRAM.mechanism)")
@@ -219,10 +220,6 @@ final class PostgresConnection: Sendable {
             guard channel.isActive else { return }
             channel.writeAndFlush(PostgresFrontend.terminate()).whenComplete { _ in channel.close(promise: nil) }
         }
-    }
-
-    static func hex(_ bytes: [UInt8]) -> String {
-        bytes.map { String(format: "%02x", $0) }.joined()
     }
 }
 

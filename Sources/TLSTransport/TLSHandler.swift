@@ -95,9 +95,14 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
         return length > 0 ? String(decoding: name.prefix(length), as: UTF8.self) : nil
     }
 
+    /// A buffer the last read found nothing for, kept for the next: every read ends with one
+    /// that finds nothing, and allocating 16 KB for it each time is waste.
+    private var unusedBuffer: ByteBuffer?
+
     private func readPlaintext(context: ChannelHandlerContext) {
         while state == .open {
-            var plaintext = context.channel.allocator.buffer(capacity: Self.readChunk)
+            var plaintext = unusedBuffer ?? context.channel.allocator.buffer(capacity: Self.readChunk)
+            unusedBuffer = nil
             var result = 0
             plaintext.writeWithUnsafeMutableBytes(minimumWritableBytes: Self.readChunk) { bytes in
                 result = abr_tls_session_read(session.pointer, bytes.bindMemory(to: UInt8.self).baseAddress, bytes.count)
@@ -106,6 +111,7 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
             if result > 0 {
                 context.fireChannelRead(wrapInboundOut(plaintext))
             } else if result == Int(ABR_TLS_WANT_MORE) {
+                unusedBuffer = plaintext
                 break
             } else if result == Int(ABR_TLS_CLOSED) {
                 // The peer's close_notify: answer it and close.
