@@ -28,6 +28,12 @@ import DequeModule
 /// minimum (runs CV, CW: 1.56 s frozen a start against main's 2.71 s, 0–18 pictures dropped
 /// against up to 97).
 ///
+/// The need is asked at once only while a keyframe is still crossing: libwebrtc clamps each
+/// picture's render delay to the minimum asked, so a minimum raised between keyframes moves the
+/// next picture's render time by the whole rise, a freeze of its own. A path that narrows between
+/// keyframes raises it at `regrowth` instead, libwebrtc's own pace (the pictures play a little
+/// slower), and the next keyframe finds most of its crossing time already held (runs DW–DY).
+///
 /// Pure: the caller says what time it is, what the path drains at, the queue ahead on it and
 /// the pictures it hands over.
 public struct KeyframePlayoutDelay: Sendable {
@@ -113,7 +119,13 @@ public struct KeyframePlayoutDelay: Sendable {
     /// A keyframe of `bytes` leaves for the viewer (its rung's current size).
     public mutating func keyframe(bytes: Int) {
         keyframeBytes = bytes
+        keyframeLeft = true
     }
+
+    /// A keyframe left since the last `update`, and when the last one did (`update`'s clock).
+    private var keyframeLeft = false
+    private var keyframeLeftAt = -Double.infinity
+    private var lastUpdate: Double?
 
     /// A picture of `bytes` at RTP time `timestamp` (90 kHz) leaves for the viewer.
     public mutating func picture(bytes: Int, timestamp: UInt32) {
@@ -146,8 +158,18 @@ public struct KeyframePlayoutDelay: Sendable {
             crossing = Double(keyframeBytes) * 8 * Self.overhead / drainRate
         }
         let wanted = crossing < Self.threshold ? 0 : (min(Self.ceiling, crossing) * 100).rounded(.up) / 100
+        let elapsed = lastUpdate.map { max(0, min(1, now - $0)) } ?? 0
+        lastUpdate = now
+        if keyframeLeft {
+            keyframeLeft = false
+            keyframeLeftAt = now
+        }
         if wanted >= needed {
-            needed = wanted
+            // At once while a keyframe that just left is still crossing (the first one's, say,
+            // before the path's rate was known): it is late by that much anyway. Else at
+            // `regrowth` (see the type's comment).
+            let crossingKeyframe = now - keyframeLeftAt <= max(crossing, Self.threshold)
+            needed = crossingKeyframe ? wanted : min(wanted, needed + elapsed * Self.regrowth)
             if wanted > 0 { neededAt = now }
         } else if now - neededAt > Self.hold {
             needed = wanted
@@ -159,14 +181,16 @@ public struct KeyframePlayoutDelay: Sendable {
         let atOnce = now <= atOnceUntil
         if rendersAtOnce, !atOnce { atOnceEndedAt = now }
         rendersAtOnce = atOnce
-        minimum = atOnce ? 0 : needed
+        // In the extension's 10 ms steps (a need grown at `regrowth` lies between them).
+        let asked = (needed * 100 + 1e-6).rounded(.down) / 100
+        minimum = atOnce ? 0 : asked
         maximumNow = Self.maximum
         if !atOnce, let ended = atOnceEndedAt {
             let grown = max(Self.leastRegrown, ((now - ended) * Self.regrowth * 100).rounded(.down) / 100)
             if grown >= Self.regrownMaximum {
                 atOnceEndedAt = nil
             } else {
-                minimum = max(Self.leastRegrown, min(grown, needed))
+                minimum = max(Self.leastRegrown, min(grown, asked))
                 maximumNow = grown
             }
         }

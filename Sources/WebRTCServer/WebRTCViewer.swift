@@ -87,6 +87,8 @@ public final class WebRTCViewer: Sendable {
         var pacer = MediaPacer()
         /// What the browser is asked to hold pictures for, so keyframes cross the link in time.
         var playoutDelay = KeyframePlayoutDelay()
+        /// The minimum last sent, for the debug trace of its changes.
+        var lastPlayoutDelayAsked = -1.0
         var retransmissionBudget = RetransmissionBudget()
         var retransmissionsDeclined = 0
         var pacing = false
@@ -385,7 +387,13 @@ public final class WebRTCViewer: Sendable {
                         "queueDrainRate": "\(queueDrainRate)", "pictureRate": "\(state.playoutDelay.pictureRate ?? 0)"])
                 }
                 let ask = state.playoutDelay.ask
+                if logger.logLevel <= .debug, ask.minimum != state.lastPlayoutDelayAsked {
+                    logger.debug("WebRTC viewer's playout delay asked", metadata: [
+                        "at": "\(Self.wallClock())", "minimum": "\(ask.minimum)", "maximum": "\(ask.maximum)", "drainRate": "\(Int(drainRate))",
+                        "keyframe": "\(keyframe)"])
+                }
                 playoutDelay = (id, ask.minimum, ask.maximum)
+                state.lastPlayoutDelayAsked = ask.minimum
             }
             for (index, packet) in packets.enumerated() {
                 let header = Self.header(packet, payloadType: payloadType, ssrc: ssrc, transportSequence: extensionID.map { ($0, 0) },

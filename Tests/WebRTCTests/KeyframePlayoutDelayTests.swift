@@ -18,12 +18,13 @@ import Testing
     }
 
     /// A link that widens again lowers the delay only after `hold` seconds without a keyframe
-    /// that needed it; a higher need is asked for at once.
+    /// that needed it; a higher need between keyframes grows at `regrowth`.
     @Test func theDelayFallsOnlyAfterItsHold() {
         var delay = KeyframePlayoutDelay()
         delay.keyframe(bytes: 29_000)
         #expect(delay.update(drainRate: 1_300_000, at: 10) == 0.19)
         #expect(delay.update(drainRate: 10_000_000, at: 15) == 0.19)
+        #expect(delay.update(drainRate: 1_000_000, at: 15.2) == 0.21)
         #expect(delay.update(drainRate: 1_000_000, at: 16) == 0.25)
         #expect(delay.update(drainRate: 10_000_000, at: 25) == 0.25)
         #expect(delay.update(drainRate: 10_000_000, at: 26.5) == 0)
@@ -31,6 +32,33 @@ import Testing
         var fresh = KeyframePlayoutDelay()
         fresh.keyframe(bytes: 29_000)
         #expect(fresh.update(drainRate: 0, at: 1) == 0 && fresh.update(drainRate: .nan, at: 2) == 0)
+    }
+
+    /// A path that narrows between keyframes raises the delay at libwebrtc's own pace, picture by
+    /// picture (a minimum raised at once is a freeze of that much), so the next keyframe finds
+    /// most of its crossing time held; a keyframe still crossing takes its need at once.
+    @Test func aPathThatNarrowsBetweenKeyframesRaisesTheDelayAtRegrowth() {
+        var delay = KeyframePlayoutDelay()
+        delay.keyframe(bytes: 29_000)
+        #expect(delay.update(drainRate: 10_000_000, at: 1) == 0)
+        // Half a second on, the path drains 800 kbit/s: that keyframe would take 0.31 s.
+        var asked: [Double] = []
+        for picture in 0..<30 { asked.append(delay.update(drainRate: 800_000, at: 1.5 + Double(picture) / 30)) }
+        #expect(asked.first == 0.05, "\(asked)")
+        #expect(asked == asked.sorted() && zip(asked, asked.dropFirst()).allSatisfy { $1 - $0 < 0.0101 }, "\(asked)")
+        #expect(abs(asked.last! - 0.14) < 0.011, "\(asked)")
+        // Three seconds on, all of it is held; then the next keyframe, twice the size, is still
+        // crossing at the next picture and asks its whole need.
+        for picture in 0..<90 { delay.update(drainRate: 800_000, at: 2.5 + Double(picture) / 30) }
+        #expect(delay.minimum == 0.31)
+        delay.keyframe(bytes: 58_000)
+        #expect(delay.update(drainRate: 800_000, at: 5.5) == KeyframePlayoutDelay.ceiling)
+        // The first keyframe of a viewer, sent before its path's rate is known, asks its need at
+        // the first picture that knows it, while it is still crossing.
+        var fresh = KeyframePlayoutDelay()
+        fresh.keyframe(bytes: 29_000)
+        #expect(fresh.update(drainRate: 0, at: 1) == 0)
+        #expect(fresh.update(drainRate: 1_300_000, at: 1.1) == 0.19)
     }
 
     /// A second of pictures at `rate` (bit/s), 30 a second, handed over from RTP time `from`.
