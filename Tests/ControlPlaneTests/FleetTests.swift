@@ -159,10 +159,14 @@ import TestSupport
         let packets = try MediaProbe.videoPackets(recording.path)
         let times = packets.map(\.pts)
         let gaps = zip(times.dropFirst(), times).map { $0 - $1 }
-        #expect(packets.count > 150, "\(packets.count) pictures")
         #expect((gaps.max() ?? 1) < 0.1, "no picture missing: the largest gap is \(gaps.max() ?? -1) s")
         let covered = (times.last ?? 0) - (times.first ?? 0)
         let played = publisherStopped.timeIntervalSince(playerStarted)
+        // Through the drain's 4 s at least, and as many pictures as that span holds at the
+        // publisher's 30 a second. A fixed count (150) failed at 139 and 149 where the player had
+        // every picture: how long it played before SIGTERM varies with how soon it was listed.
+        #expect(covered > 3.5, "the player's pictures span \(covered) s")
+        #expect(Double(packets.count) >= covered * 30 * 0.9, "\(packets.count) pictures over \(covered) s")
         #expect(covered > played - 2, "the player got pictures through the drain until the publisher stopped (\(covered) of \(played) s)")
         #expect(c.log.contains("SOFT_SUNSET") && c.log.contains("HARD_SUNSET"))
     }
