@@ -133,7 +133,9 @@ ABR_WORKER_LOG_LEVEL=${ABR_WORKER_LOG_LEVEL:-debug} inside "$worker" serve --hos
   --provision "$work/edge.json" >"$work/serve.out" 2>"$work/serve.log" &
 node=$!
 for _ in $(seq 1 100); do inside curl -sf http://$node_address:$http/v1/jobs >/dev/null && break; sleep 0.2; done
-node_pid=$(inside pgrep -f "abr-worker serve --host $node_address --rtsp-port $rtsp" | head -1)
+# By its command line (`inside` runs it in a subshell, so `$!` is not the node): whatever the binary is called.
+node_pid=$(inside pgrep -f "$(basename "$worker") serve --host $node_address --rtsp-port $rtsp" | head -1 || true)
+[ -n "$node_pid" ] || { echo "webrtc.sh: the node ($worker) did not start; see $work/serve.log" >&2; exit 1; }
 inside ffmpeg -hide_banner -loglevel error -re -stream_loop -1 -i "$clip" -c copy -f rtsp -rtsp_transport tcp \
   rtsp://$node_address:$rtsp/live/edge_1 </dev/null >"$work/publisher.log" 2>&1 &
 sleep 15  # every rung encoding, a few segments written (the oracle reads them)
