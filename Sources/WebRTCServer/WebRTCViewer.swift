@@ -130,7 +130,7 @@ public final class WebRTCViewer: Sendable {
     /// nominated one) becomes the viewer's. Returns the address it replaces (`.some(nil)` for
     /// none) when the viewer's address changed.
     func consent(from address: SocketAddress, nominated: Bool) -> SocketAddress?? {
-        state.withLock { state in
+        let changed: SocketAddress?? = state.withLock { state in
             state.lastHeard = clock.nanoseconds
             guard state.peer != address, state.peer == nil || (nominated && !state.nominated) else { return nil }
             let previous = state.peer
@@ -139,6 +139,11 @@ public final class WebRTCViewer: Sendable {
             if state.phase == "ice" { state.phase = "dtls" }
             return .some(previous)
         }
+        // Wall-clock traces of the setup's steps, to tell where a slow first picture's time went.
+        if changed != nil, logger.logLevel <= .debug {
+            logger.debug("WebRTC viewer's ICE consent", metadata: ["at": "\(Self.wallClock())", "nominated": "\(nominated)"])
+        }
+        return changed
     }
 
     func receiveDTLS(_ datagram: [UInt8]) {
@@ -149,6 +154,10 @@ public final class WebRTCViewer: Sendable {
             return (outputs, wasHandshaking && state.dtls.state == .connected, state.peer)
         }
         if let peer { service.send(outputs, to: peer) }
+        if logger.logLevel <= .debug, !outputs.isEmpty || connected {
+            logger.debug("WebRTC viewer's DTLS flight", metadata: [
+                "at": "\(Self.wallClock())", "answered": "\(outputs.count)", "peerKnown": "\(peer != nil)", "connected": "\(connected)"])
+        }
         scheduleRetransmission()
         if connected { startMedia() }
         switch state.withLock({ $0.dtls.state }) {
@@ -174,7 +183,10 @@ public final class WebRTCViewer: Sendable {
                 return (state.dtls.retransmit(), state.peer)
             }
             if let peer { service.send(outputs, to: peer) }
-            if !outputs.isEmpty { scheduleRetransmission() }
+            if !outputs.isEmpty {
+                logger.debug("WebRTC viewer's DTLS flight resent on the timer", metadata: ["at": "\(Self.wallClock())", "after": "\(delay)"])
+                scheduleRetransmission()
+            }
         }
         state.withLock {
             $0.retransmission?.cancel()
