@@ -183,6 +183,28 @@ public struct HLSMediaPlaylist: Sendable, Hashable {
         return lines.joined(separator: "\n") + "\n"
     }
 
+    /// Forgets the parts of the segments a playlist of `targetDuration` no longer lists them for
+    /// (ending `partsListedForTargetDurations` target durations or more before the end, open
+    /// parts included). A live writer calls it as its playlist grows: parts left out once stay
+    /// out, where a target duration that grew (one segment ran long) would otherwise list the
+    /// parts of an older segment again, after players had read past them and the preload hint.
+    public static func forgetUnlistedParts<Segments: MutableCollection & BidirectionalCollection>(
+        in segments: inout Segments, openSeconds: Double, targetDuration: Int
+    ) where Segments.Element == Segment {
+        let partsWithin = LowLatency.partsListedForTargetDurations * Double(targetDuration)
+        var endsBeforeEnd = openSeconds
+        var index = segments.endIndex
+        while index != segments.startIndex {
+            segments.formIndex(before: &index)
+            if endsBeforeEnd >= partsWithin {
+                // Older segments than one already forgotten were forgotten before it.
+                if segments[index].parts.isEmpty { return }
+                segments[index].parts = []
+            }
+            endsBeforeEnd += segments[index].duration
+        }
+    }
+
     private static func partLine(_ part: Part) -> String {
         "#EXT-X-PART:DURATION=\(DecimalText.fixed(part.duration, places: 5)),URI=\"\(part.uri)\"" + (part.independent ? ",INDEPENDENT=YES" : "")
     }

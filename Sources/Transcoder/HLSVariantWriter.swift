@@ -300,6 +300,7 @@ final class HLSVariantWriter {
     /// over every file deleted in the last half minute, cost more than the rest of LL-HLS.
     private func publishLowLatency() {
         guard let lowLatency else { return }
+        HLSMediaPlaylist.forgetUnlistedParts(in: &segments, openSeconds: openParts.reduce(0) { $0 + $1.duration }, targetDuration: longestSegment)
         lowLatency.livePlaylists.publish(playlist(ended: false), path: playlistPath, owner: ObjectIdentifier(self))
     }
 

@@ -148,6 +148,30 @@ import Testing
         #expect(superseded.contains("part_00050_4.m4s") && !superseded.contains("part_00051_0.m4s"))
     }
 
+    /// Parts left out of the playlist stay out when its target duration grows: a segment that ran
+    /// long (a picture dropped at a keyframe under load) made the target 3, and the next playlist
+    /// listed segment 0's parts again, after the hint had named part 5 of segment 4 (CI, stop 66).
+    @Test func partsLeftOutStayOutWhenTheTargetDurationGrows() {
+        var playlist = Self.playlist(segments: 10, firstSequence: 40, open: 2)
+        let before = playlist.render()
+        let open = 2 * Self.partTarget
+        HLSMediaPlaylist.forgetUnlistedParts(in: &playlist.segments, openSeconds: open, targetDuration: playlist.targetDuration)
+        // Forgetting what the playlist does not list changes nothing in it.
+        #expect(playlist.render() == before)
+        #expect(playlist.segments[6].parts.isEmpty && !playlist.segments[7].parts.isEmpty)
+        // One segment of 2.5 s makes the target 3, three target durations 9 s: without forgetting,
+        // segment 46's parts (ending 6.7 s before the end) would be listed again.
+        var grown = Self.playlist(segments: 10, firstSequence: 40, open: 2)
+        grown.segments[9].duration = 2.5
+        #expect(grown.targetDuration == 3 && grown.render().contains("part_00046_0.m4s"))
+        playlist.segments[9].duration = 2.5
+        let text = playlist.render()
+        #expect(playlist.targetDuration == 3 && !text.contains("part_00046_") && text.contains("part_00047_0.m4s"))
+        // And new segments get parts for three of the grown target durations.
+        HLSMediaPlaylist.forgetUnlistedParts(in: &playlist.segments, openSeconds: open, targetDuration: 3)
+        #expect(playlist.render() == text)
+    }
+
     @Test func partNamesAreRecognised() {
         #expect(HLSLayout.partialSegment(42, part: 3) == "part_00042_3.m4s")
         #expect(HLSLayout.isPartialSegment("part_00042_3.m4s") && HLSLayout.partialSegmentIndex("part_00042_3.m4s") == 42)
