@@ -229,6 +229,8 @@ public final class ControlPlane: Sendable {
             public var switches: Int
             public var transport: String
             public var address: String?
+            /// RTSP players: pictures skipped while their backlog was over the limit (a slow link or player).
+            public var droppedPictures: Int?
             /// WebRTC viewers: round trip (ms) and video lost (%) from their reports, NACKs received and packets resent.
             public var roundTripMs: Double?
             public var lossPercent: Double?
@@ -308,7 +310,8 @@ public final class ControlPlane: Sendable {
         let guids = Set(ladder.variants.map(\.streamGuid))
         let players = (rtspService.withLock { $0 }?.players() ?? []).filter { guids.contains($0.requested) }.map {
             JobView.PlayerView(session: $0.session, requested: $0.requested, streamGuid: $0.stream, abrLevel: $0.level, adaptive: $0.adaptive,
-                               estimateBitRate: $0.estimateBitRate, switches: $0.switches, transport: $0.transport, address: $0.address)
+                               estimateBitRate: $0.estimateBitRate, switches: $0.switches, transport: $0.transport, address: $0.address,
+                               droppedPictures: $0.droppedPictures)
         } + (webrtcService.withLock { $0 }?.viewers ?? []).filter { guids.contains($0.path) && $0.state == "playing" }.map {
             JobView.PlayerView(session: $0.id, requested: $0.path, streamGuid: $0.level.flatMap { level in ladder.variants.first { $0.level == level }?.streamGuid },
                                abrLevel: $0.level, adaptive: $0.adaptive, estimateBitRate: $0.estimate.map { Int($0) }, switches: $0.switches,

@@ -406,6 +406,9 @@ public struct PlayerStatus: Sendable, Equatable {
     /// "tcp" or "udp".
     public var transport: String
     public var address: String?
+    /// Pictures it never got: skipped to the next IDR while its backlog was over the limit (a
+    /// slow player, or a node too busy to send), or owed to it when it left.
+    public var droppedPictures: Int = 0
 }
 
 /// A move of one player between rungs.

@@ -77,7 +77,7 @@ final class ServerSession: Sendable {
         return PlayerStatus(session: id, requested: path, stream: current?.path, level: current?.rung?.level,
                             adaptive: adaptation != nil, estimateBitRate: adaptation?.estimate.map { Int($0) },
                             switches: subscriber.switches, transport: transports.values.allSatisfy(\.isTCP) ? "tcp" : "udp",
-                            address: remoteAddress?.routeKey)
+                            address: remoteAddress?.routeKey, droppedPictures: subscriber.droppedFrames)
     }
 
     func touch() {

@@ -48,6 +48,18 @@ import TestSupport
         return !variants.isEmpty && variants.allSatisfy { ($0["framesOut"] as? Int ?? 0) > 30 }
     }
 
+    /// Pictures `guid`'s job on `node` dropped for falling behind, as the node counts them: at
+    /// ingest (to the next keyframe), in the rung's own queue, and skipped for its players (a
+    /// backlog over the limit: a player, or a node, too busy to keep up). 0 when the node does not answer.
+    static func picturesDroppedForLoad(_ node: ServeProcess, _ guid: String, level: Int) -> Int {
+        guard let job = (try? node.http("GET", "/v1/jobs/\(guid)"))?.json as? [String: Any] else { return 0 }
+        let variants = job["variants"] as? [[String: Any]] ?? []
+        let rung = variants.first { $0["abrLevel"] as? Int == level }
+        let players = (job["players"] as? [[String: Any]] ?? []).filter { $0["requested"] as? String == rung?["streamGuid"] as? String }
+        return (job["droppedAtIngest"] as? Int ?? 0) + (rung?["droppedFrames"] as? Int ?? 0)
+            + players.reduce(0) { $0 + ($1["droppedPictures"] as? Int ?? 0) }
+    }
+
     @Test func threeNodesShareProvisionsPlacementAndFailover() throws {
         let postgres = try PostgresServer()
         defer { postgres.stop() }
@@ -153,13 +165,19 @@ import TestSupport
         #expect(c.process.isRunning, "the node waits for its live job")
         let publisherStopped = Date()
         stopProcess(publisher, signal: SIGINT)
+        // What the node dropped for falling behind real time (the machine is shared: two test
+        // shards and the fuzzers beside three nodes), read before the job ends: pictures it never
+        // had to give, which the drain did not lose.
+        let dropped = Self.picturesDroppedForLoad(c, "live/stream1", level: 2)
         #expect(waitUntil(timeout: 30) { !c.process.isRunning }, "the job ends after its grace (3 s) and the node exits")
         #expect(c.process.terminationStatus == 0, "\(c.log.suffix(3000))")
         #expect(waitUntil(timeout: 10) { !player.isRunning }, "the player was told to leave")
         let packets = try MediaProbe.videoPackets(recording.path)
         let times = packets.map(\.pts)
         let gaps = zip(times.dropFirst(), times).map { $0 - $1 }
-        #expect((gaps.max() ?? 1) < 0.1, "no picture missing: the largest gap is \(gaps.max() ?? -1) s")
+        print("drain: \(packets.count) pictures, largest gap \(gaps.max() ?? -1) s, \(dropped) dropped by the node for load")
+        #expect((gaps.max() ?? 1) < 0.1 + Double(dropped) / 30,
+                "no picture missing beyond the \(dropped) the node dropped for load: the largest gap is \(gaps.max() ?? -1) s")
         let covered = (times.last ?? 0) - (times.first ?? 0)
         let played = publisherStopped.timeIntervalSince(playerStarted)
         // Through the drain's 4 s at least, and as many pictures as that span holds at the

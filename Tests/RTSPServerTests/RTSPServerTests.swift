@@ -186,6 +186,9 @@ import Testing
         let played = try play(node.url("live/slow_1"), transport: "tcp", seconds: 8)
         #expect(played.stream.frames >= 220, "a healthy player beside a stalled one got \(played.stream.frames) frames in 8 s")
         #expect(try #require(node.registry.existingStream("live/slow_1")).playerDrops > 0, "the stalled player never skipped")
+        // Operators see whose pictures were skipped: the stalled player's, not the healthy one's.
+        let drops = node.service.players().map(\.droppedPictures)
+        #expect(drops.count == 1 && drops[0] > 0, "the players' dropped pictures: \(drops)")
         _ = stalled
     }
 
