@@ -196,11 +196,9 @@ public struct HLSMediaPlaylist: Sendable, Hashable {
         var index = segments.endIndex
         while index != segments.startIndex {
             segments.formIndex(before: &index)
-            if endsBeforeEnd >= partsWithin {
-                // Older segments than one already forgotten were forgotten before it.
-                if segments[index].parts.isEmpty { return }
-                segments[index].parts = []
-            }
+            // Every one, not up to the first without parts: a segment whose parts could not be
+            // written has none, and older ones may still have theirs.
+            if endsBeforeEnd >= partsWithin, !segments[index].parts.isEmpty { segments[index].parts = [] }
             endsBeforeEnd += segments[index].duration
         }
     }
