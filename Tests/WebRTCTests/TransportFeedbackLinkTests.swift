@@ -73,14 +73,19 @@ import Testing
         for step in 0..<8 { batch(at: Double(step) * 0.04) { Double(step) * 0.04 + Double($0) * 0.002 + 0.01 } }
         #expect(link.queuedDeliveryRate == nil)
         #expect((link.recentDeliveryRate ?? 0) > 4_000_000)
+        #expect(link.carriedRate(estimate: 3_800_000) == 3_800_000, "no queue: the estimate stands")
         // The link falls to 1.2 Mbit/s (8 ms a packet): the queue grows 6 ms a packet.
         batch(at: 0.32) { 0.32 + 0.01 + Double($0) * 0.008 }
         let drained = try #require(link.queuedDeliveryRate)
         #expect(abs(drained - 1_200_000) < 20_000)
         #expect((link.recentDeliveryRate ?? 0) > 1_500_000, "the wide past is still in the half-second rate")
+        // An estimate still holding what the wide link read does not pace or window the fallen one.
+        #expect(abs(link.carriedRate(estimate: 3_800_000) - 1_200_000) < 20_000)
+        #expect(link.carriedRate(estimate: 900_000) == 900_000, "a lower estimate stands")
         // The node stops; later packets meet no queue again.
         batch(at: 2) { 2 + 0.01 + Double($0) * 0.002 }
         #expect(link.queuedDeliveryRate == nil)
+        #expect(link.carriedRate(estimate: 3_800_000) == 3_800_000)
     }
 
     /// The queue ahead of a packet sent now: what was sent since the newest reported packet, at
@@ -169,6 +174,40 @@ import Testing
         feedback(60..<120, lost: [119], at: 0.3)
         #expect(link.inFlightLimit(at: 0.3) == 60_000 * 4 / 5)
         #expect(link.inFlightLimit(at: 0.3 + TransportFeedbackLink.lossMemory + 0.1) == nil, "forgotten")
+    }
+
+    /// A queue counted in packets overflows once full: the deepest queue the arrivals of the
+    /// newest feedback with media lost met is how deep the path goes, whatever was lost before it
+    /// and not yet reported (which an in-flight count takes for the path's). Padding lost does not
+    /// teach it; it is forgotten after `lossMemory`.
+    @Test func lossTeachesHowDeepThePathsQueueGoes() throws {
+        var link = TransportFeedbackLink()
+        var sequence: UInt16 = 0
+        // 1200-byte packets every 2 ms; packet i of a batch meets a queue of queue(i) seconds
+        // beyond the 10 ms path (the first batch meets none, so 10 ms is the least delay).
+        func batch(at start: Double, lost: Set<Int> = [], padding: Set<Int> = [], queue: (Int) -> Double) {
+            var packets: [TransportFeedback.Packet] = []
+            for index in 0..<20 {
+                let sent = start + Double(index) * 0.002
+                link.sent(sequence: sequence, bytes: 1200, at: sent, padding: padding.contains(index))
+                let arrival = lost.contains(index) ? nil : Int64((1000 + sent + 0.01 + queue(index)) * 1e6)
+                packets.append(.init(sequence: sequence, arrival: arrival))
+                sequence &+= 1
+            }
+            _ = link.receive(TransportFeedback(baseSequence: sequence &- 20, feedbackCount: 0, packets: packets), at: start + 0.3)
+        }
+        batch(at: 0) { _ in 0 }
+        #expect(link.queueAtLoss(at: 0.3) == nil, "nothing lost yet")
+        // The queue fills to 0.24 s, and then what comes is dropped.
+        batch(at: 0.04, lost: [15], padding: [15]) { Double($0) * 0.012 }
+        #expect(link.queueAtLoss(at: 0.34) == nil, "a probe's padding lost is the probe's doing")
+        batch(at: 0.08, lost: [12, 14, 16, 18], queue: { min(0.24, 0.2 + Double($0) * 0.01) })
+        let deepest = try #require(link.queueAtLoss(at: 0.38))
+        #expect(abs(deepest - 0.24) < 0.001, "\(deepest)")
+        // A later overflow of a shallower queue (the link is faster now) is the newer lesson.
+        batch(at: 0.5, lost: [19], queue: { min(0.12, Double($0) * 0.01) })
+        #expect(abs(try #require(link.queueAtLoss(at: 0.8)) - 0.12) < 0.001)
+        #expect(link.queueAtLoss(at: 0.8 + TransportFeedbackLink.lossMemory + 0.1) == nil, "forgotten")
     }
 
     /// Between two feedbacks the queue a packet would meet now is the last reported packet's,
