@@ -442,11 +442,13 @@ public final class WebRTCViewer: Sendable {
         return next - now
     }
 
-    /// What the path is taken to drain at: the estimate, or what arrived lately where more; but
-    /// while feedback shows a queue, what arrived lately counts only up to what that feedback's
-    /// packets arrived at (`TransportFeedbackLink.queuedDeliveryRate`): the link is full, and
-    /// that is its rate now. Never under the estimate: one feedback of a few sparse packets reads
-    /// low, and a window sized on a rate under the link's holds the media back (runs AL, AQ).
+    /// What the path is taken to drain at: the pacer's link rate (the estimate, held to what a
+    /// queue drains at while feedback shows one: `TransportFeedbackLink.carriedRate`), or what
+    /// arrived lately where more; but while feedback shows a queue, what arrived lately counts
+    /// only up to what that feedback's packets arrived at (`queuedDeliveryRate`): the link is
+    /// full, and that is its rate now. Without a queue, never under the estimate: one feedback of
+    /// a few sparse packets reads low, and a window sized on a rate under the link's holds the
+    /// media back (runs AL, AQ).
     static func drainRate(_ state: State) -> Double {
         var recent = state.link.recentDeliveryRate ?? 0
         if let queued = state.link.queuedDeliveryRate { recent = min(recent, queued) }

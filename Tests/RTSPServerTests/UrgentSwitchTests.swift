@@ -104,6 +104,50 @@ import Testing
         #expect(landing(.init(videoFactor: 1.04, besides: 90_000)) == 3, "with its audio, only the lowest rung fits")
     }
 
+    /// A WebRTC viewer with transport-wide feedback moved down keeps its old rung until the
+    /// target's IDR (its congestion window holds what the path cannot take, in the node), unless
+    /// the policy asks for a flush; a paced viewer judged on receiver reports has no such window,
+    /// and every move down stops its old rung at once.
+    @Test func onlyAPacedViewerWithoutAWindowFlushesEveryMoveDown() {
+        #expect(AdaptationProfile(evidence: .receiverReports, paced: true).flushesEveryMoveDown)
+        #expect(!AdaptationProfile(evidence: .transportFeedback, paced: true).flushesEveryMoveDown)
+        #expect(!AdaptationProfile(evidence: .receiverReports, paced: false).flushesEveryMoveDown)
+        #expect(!AdaptationProfile(evidence: .tcpInfo, paced: false).flushesEveryMoveDown)
+
+        // A link read full at 700 kbit/s under a 1 Mbit/s rung, a quarter second queued: the move to the
+        // 500 kbit/s rung is not the policy's flush, and the old rung's pictures go on until the target's IDR.
+        let registry = StreamRegistry()
+        let rates = [1_000_000, 500_000]
+        for (index, rate) in rates.enumerated() {
+            registry.stream("live/f_\(index + 1)").setRung(.init(level: index + 1, bitRate: rate, upswitchAbove: rate * 10 / 9 + 1,
+                                                                 downswitchBelow: rate * 20 / 19 + 1))
+        }
+        let (high, low) = (registry.stream("live/f_1"), registry.stream("live/f_2"))
+        let time = ManualClock()
+        let sink = RecordingPacketSink(clock: time.clock)
+        let player = PacketPlayer(sink: sink, opusAudio: false, clock: time.clock, onEnd: {})
+        player.play(high)
+        Self.write(high, at: 0, keyframe: true)
+        Self.write(low, at: 0, keyframe: true)
+        let moves = Mutex<[Int]>([])
+        player.adapt(registry: registry, ladder: [1: "live/f_1", 2: "live/f_2"], logger: Logger(label: "test")) { _, to, _ in
+            moves.withLock { $0.append(to) }
+        }
+        var delivered: UInt64 = 0
+        for _ in 0..<30 where moves.withLock({ $0.isEmpty }) {
+            time.advance(seconds: 0.1)
+            delivered += 700_000 / 8 / 10
+            player.observe(LinkObservation(time: 0, deliveredBytes: delivered, senderWaiting: true, backlogSeconds: 0.25))
+        }
+        #expect(moves.withLock { $0 } == [2])
+        #expect(sink.wholeDrops == 0, "the pacer's video was dropped")
+        let before = sink.pictures.count
+        Self.write(high, at: 3000, keyframe: false)
+        #expect(sink.pictures.count == before + 1, "the old rung stopped before the target's IDR")
+        Self.write(low, at: 6000, keyframe: true)
+        #expect(player.subscriber.switches == 1)
+    }
+
     /// A player judged on its receiver reports keeps its probe's padding flowing until the report
     /// that judges the probe (up to one report interval past its end); players judged on their
     /// transport's own feedback stop at the probe's end, where the policy judges them.
