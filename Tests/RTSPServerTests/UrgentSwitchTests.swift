@@ -20,6 +20,17 @@ import Testing
         stream.writeVideo(keyframe ? idr : slice, time: MediaTime(ticks: ticks, timeBase: clock), isKeyframe: keyframe)
     }
 
+    /// A registry holding `base`_1, `base`_2, … with these rates from the top, each with narrow
+    /// thresholds (up above 10/9 of its rate, down below 20/19).
+    static func ladder(_ base: String, rates: [Int]) -> StreamRegistry {
+        let registry = StreamRegistry()
+        for (index, rate) in rates.enumerated() {
+            registry.stream("\(base)_\(index + 1)").setRung(.init(level: index + 1, bitRate: rate, upswitchAbove: rate * 10 / 9 + 1,
+                                                                 downswitchBelow: rate * 20 / 19 + 1))
+        }
+        return registry
+    }
+
     @Test func anUrgentMoveAsksTheTargetForAnIDRAndTakesIt() {
         let (high, low) = (LiveStream(path: "live/s_1"), LiveStream(path: "live/s_2"))
         let requests = Mutex<[Int64]>([])
@@ -78,12 +89,7 @@ import Testing
             func sendPadding(bytes: Int) {}
         }
         func landing(_ cost: SwitchingPolicy.LinkCost) -> Int? {
-            let registry = StreamRegistry()
-            let rates = [1_000_000, 500_000, 250_000]
-            for (index, rate) in rates.enumerated() {
-                registry.stream("live/c_\(index + 1)").setRung(.init(level: index + 1, bitRate: rate, upswitchAbove: rate * 10 / 9 + 1,
-                                                                     downswitchBelow: rate * 20 / 19 + 1))
-            }
+            let registry = Self.ladder("live/c", rates: [1_000_000, 500_000, 250_000])
             let time = ManualClock()
             let player = PacketPlayer(sink: CostlySink(cost), opusAudio: false, clock: time.clock, onEnd: {})
             player.play(registry.stream("live/c_1"))
@@ -116,12 +122,7 @@ import Testing
 
         // A link read full at 700 kbit/s under a 1 Mbit/s rung, a quarter second queued: the move to the
         // 500 kbit/s rung is not the policy's flush, and the old rung's pictures go on until the target's IDR.
-        let registry = StreamRegistry()
-        let rates = [1_000_000, 500_000]
-        for (index, rate) in rates.enumerated() {
-            registry.stream("live/f_\(index + 1)").setRung(.init(level: index + 1, bitRate: rate, upswitchAbove: rate * 10 / 9 + 1,
-                                                                 downswitchBelow: rate * 20 / 19 + 1))
-        }
+        let registry = Self.ladder("live/f", rates: [1_000_000, 500_000])
         let (high, low) = (registry.stream("live/f_1"), registry.stream("live/f_2"))
         let time = ManualClock()
         let sink = RecordingPacketSink(clock: time.clock)
