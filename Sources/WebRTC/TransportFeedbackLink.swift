@@ -62,8 +62,19 @@ public struct TransportFeedbackLink: Sendable {
     private var lostSinceReported = Deque<(sentThrough: UInt64, bytes: Int)>()
     private var lostBytesSinceReported = 0
     private var leastDelay: [(time: Double, delay: Double)] = []
+    /// The least time from a packet leaving to the feedback that reported it coming back, over
+    /// the last `baseWindow` seconds (each entry smaller than those before it, as `leastDelay`).
+    private var leastReportDelays: [(time: Double, delay: Double)] = []
 
     public init() {}
+
+    /// The path's round trip as feedback alone shows it (seconds; nil before any): the least time
+    /// from a packet leaving to a feedback that reported it, over the last `baseWindow` seconds.
+    /// The newest packet a feedback reports arrived a packet's spacing or so before the feedback
+    /// left, so the least such time is the round trip with little more. Receiver reports give a
+    /// round trip only a second or so in: until then a congestion window took 0.1 s, on a path of
+    /// 1 ms, and the window let a start's wide-link burst fill a 30-packet queue and overflow it.
+    public var reportRoundTrip: Double? { leastReportDelays.first?.delay }
 
     /// A packet left the node with this transport-wide sequence number. `padding`: a probe's,
     /// whose loss is the probe's own doing (it counts as delivered when it arrives, and never as lost).
@@ -216,6 +227,11 @@ public struct TransportFeedbackLink: Sendable {
             if newest.map({ record.time >= $0.time }) ?? true { newest = record }
         }
         guard reported > 0 || latestDelay != nil else { return nil }
+        if let newest, now >= newest.time {
+            let delay = now - newest.time
+            leastReportDelays.removeAll { now - $0.time > baseWindow || $0.delay >= delay }
+            leastReportDelays.append((now, delay))
+        }
         var queue = 0.0
         if let delay = latestDelay {
             // The least delay over the window (a queue kept increasing, so its first is the least).

@@ -456,17 +456,17 @@ public final class WebRTCViewer: Sendable {
     }
 
     /// The most that may be on the path and not yet reported by feedback (bytes): what the path
-    /// drains in its round trip, the 50–100 ms Chromium's feedback waits, and a queue of 0.15–0.2 s
-    /// beyond; never under two full packets. Before the link has an estimate, `initialWindow`.
-    /// Where media was lost lately, a queue no deeper than the path's went when it overflowed,
-    /// less a fifth (`TransportFeedbackLink.queueAtLoss`), and no more than the path held then,
-    /// less a margin (`TransportFeedbackLink.inFlightLimit`); but never under what the round trip
-    /// and the feedback's wait take at the drain rate: less would hold the media under the link's
-    /// rate. A 0.25 s queue over a router's 30 packets of 1.15 Mbit/s (0.25 s) kept it full, and
-    /// the keyframes lost 20 % of a start's media for two seconds (runs EL–EP).
+    /// drains in its round trip (`roundTrip`), the 50–100 ms Chromium's feedback waits, and a queue
+    /// of 0.15–0.2 s beyond; never under two full packets. Before the link has an estimate,
+    /// `initialWindow`. Where media was lost lately, a queue no deeper than the path's went when
+    /// it overflowed, less a fifth (`TransportFeedbackLink.queueAtLoss`), and no more than the path
+    /// held then, less a margin (`TransportFeedbackLink.inFlightLimit`); but never under what the
+    /// round trip and the feedback's wait take at the drain rate: less would hold the media under
+    /// the link's rate. A 0.25 s queue over a router's 30 packets of 1.15 Mbit/s (0.25 s) kept it
+    /// full, and the keyframes lost 20 % of a start's media for two seconds (runs EL–EP).
     static func congestionWindow(_ state: State, at now: Double) -> Int {
         guard state.pacer.linkRate != nil else { return Self.initialWindow }
-        let roundTrip = min(0.5, state.leastRoundTrip ?? 0.1)
+        let roundTrip = Self.roundTrip(state)
         let bytesPerSecond = drainRate(state) / 8
         // Where media was lost lately, no deeper a queue than the path overflowed at, less a margin.
         var queue = Self.windowQueue
@@ -478,6 +478,17 @@ public final class WebRTCViewer: Sendable {
         return max(Self.leastWindow, window)
     }
 
+    /// The path's own round trip for the congestion window (seconds, at most 0.5): the least that
+    /// receiver reports gave, less the queue their sender reports met; before the first report,
+    /// the least that feedback gave (`TransportFeedbackLink.reportRoundTrip`); 0.1 before either.
+    /// Receiver reports come a second or so in: until then the window took 0.1 s on a path of
+    /// 1 ms, and a start whose wide link fell to 1.8 Mbit/s as its first picture showed had a
+    /// window of 76 KB, 65 KB of it in flight against a 30-packet queue (36 KB), and lost 10 packets
+    /// (run FD); four such starts lost 4–11 packets with this, 7–24 without (runs FJ, FK).
+    static func roundTrip(_ state: State) -> Double {
+        min(0.5, state.leastRoundTrip ?? state.link.reportRoundTrip ?? 0.1)
+    }
+
     /// How long Chromium's transport-wide feedback waits before it reports (seconds, the most of
     /// its usual 50–100 ms): packets sent that long ago are on the path as far as the window knows.
     static let feedbackWait = 0.1
@@ -485,6 +496,9 @@ public final class WebRTCViewer: Sendable {
     /// Seconds beyond the round trip the congestion window holds: Chromium's feedback interval
     /// (50–250 ms) and a short queue. 0.12 s (run AI) was no better: Chromium's audio delay on a
     /// shaped link comes from the keyframes in the bottleneck, which a shorter window does not stop.
+    /// Nor was the feedback's own longest spacing and 0.1 s, with feedback's round trip throughout
+    /// (runs FF, FH): on the harsher model's own windows its 2010-09-29 froze 1.8 and 1.4 s beyond
+    /// starved, main's 0.2 s (FG).
     static let windowQueue = 0.25
     static let leastWindow = 3000
     /// A new viewer's window until its first estimate: a top rung's first keyframe leaves at once
@@ -523,7 +537,7 @@ public final class WebRTCViewer: Sendable {
                     "at": "\(Self.wallClock())", "blocked": "\(state.pacer.windowBlocked)", "window": "\(congestionWindow)",
                     "inFlight": "\(state.link.inFlightBytes)", "queued": "\(state.pacer.queuedBytes)",
                     "queueAtLoss": "\(state.link.queueAtLoss(at: now) ?? -1)", "inFlightLimit": "\(state.link.inFlightLimit(at: now) ?? -1)",
-                    "roundTrip": "\(state.leastRoundTrip ?? -1)"])
+                    "roundTrip": "\(state.leastRoundTrip ?? -1)", "reportRoundTrip": "\(state.link.reportRoundTrip ?? -1)"])
             }
             // Video dropped for waiting too long: nothing of it is resent, and the player goes on
             // from its rung's next keyframe.

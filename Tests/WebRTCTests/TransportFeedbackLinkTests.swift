@@ -252,6 +252,33 @@ import Testing
         #expect(link.inFlightBytes == 0)
     }
 
+    /// Before any receiver report, feedback shows the round trip: the least time from the newest
+    /// packet a feedback names leaving to that feedback coming back, over the last ten seconds.
+    @Test func feedbackShowsTheRoundTrip() throws {
+        var link = TransportFeedbackLink()
+        #expect(link.reportRoundTrip == nil)
+        var sequence: UInt16 = 0
+        // Ten packets every 10 ms from `start`; the feedback naming them comes `late` after the last.
+        func batch(at start: Double, late: Double) {
+            var packets: [TransportFeedback.Packet] = []
+            for index in 0..<10 {
+                let sent = start + Double(index) * 0.01
+                link.sent(sequence: sequence, bytes: 1200, at: sent)
+                packets.append(.init(sequence: sequence, arrival: Int64((500 + sent + 0.002) * 1e6)))
+                sequence &+= 1
+            }
+            _ = link.receive(TransportFeedback(baseSequence: sequence &- 10, feedbackCount: 0, packets: packets), at: start + 0.09 + late)
+        }
+        batch(at: 0, late: 0.2)
+        #expect(abs((link.reportRoundTrip ?? 0) - 0.2) < 1e-9)
+        batch(at: 0.3, late: 0.004)
+        batch(at: 0.4, late: 0.03)
+        #expect(abs((link.reportRoundTrip ?? 0) - 0.004) < 1e-9, "the least, not the latest")
+        // Ten seconds on, the least is forgotten for what the path gives now.
+        for step in 5..<130 { batch(at: Double(step) * 0.1, late: 0.01) }
+        #expect(abs((link.reportRoundTrip ?? 0) - 0.01) < 1e-9)
+    }
+
     @Test func lossIsCountedOverTheLastSecondAndLostPacketsAreNotDelivered() throws {
         // Feedback every 100 ms: two of the first ten lost.
         let observations = Self.run(200, lost: [3, 5]) { _ in 0.03 }
