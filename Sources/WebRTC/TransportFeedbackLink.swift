@@ -61,10 +61,13 @@ public struct TransportFeedbackLink: Sendable {
     /// bytes sent up to and with each, and its size. Those bytes are not on the path.
     private var lostSinceReported = Deque<(sentThrough: UInt64, bytes: Int)>()
     private var lostBytesSinceReported = 0
-    private var leastDelay: [(time: Double, delay: Double)] = []
+    private(set) var leastDelay: [(time: Double, delay: Double)] = []
     /// The least time from a packet leaving to the feedback that reported it coming back, over
-    /// the last `baseWindow` seconds (each entry smaller than those before it, as `leastDelay`).
-    private var leastReportDelays: [(time: Double, delay: Double)] = []
+    /// the last `baseWindow` seconds (kept as `leastDelay` is: `keepLeast`).
+    private(set) var leastReportDelays: [(time: Double, delay: Double)] = []
+    /// The most entries either list of least delays keeps: one per feedback while delays only grow,
+    /// as a viewer repeating one feedback would make them, which must not grow without end.
+    static let leastEntries = 256
 
     public init() {}
 
@@ -227,16 +230,11 @@ public struct TransportFeedbackLink: Sendable {
             if newest.map({ record.time >= $0.time }) ?? true { newest = record }
         }
         guard reported > 0 || latestDelay != nil else { return nil }
-        if let newest, now >= newest.time {
-            let delay = now - newest.time
-            leastReportDelays.removeAll { now - $0.time > baseWindow || $0.delay >= delay }
-            leastReportDelays.append((now, delay))
-        }
+        if let newest, now >= newest.time { Self.keepLeast(&leastReportDelays, adding: now - newest.time, at: now, over: baseWindow) }
         var queue = 0.0
         if let delay = latestDelay {
             // The least delay over the window (a queue kept increasing, so its first is the least).
-            leastDelay.removeAll { now - $0.time > baseWindow || $0.delay >= smallestDelay }
-            leastDelay.append((now, smallestDelay))
+            Self.keepLeast(&leastDelay, adding: smallestDelay, at: now, over: baseWindow)
             let base = leastDelay.first?.delay ?? delay
             queue = max(0, delay - base)
             if lost > 0 { lossQueue = (max(0, largestDelay - base), now) }
@@ -266,5 +264,14 @@ public struct TransportFeedbackLink: Sendable {
         }
         return LinkObservation(time: now, deliveredBytes: delivered, senderWaiting: saturated, backlogSeconds: queue,
                                rateSample: rate, rateSampleAppLimited: !saturated, lossFraction: lossFraction)
+    }
+
+    /// Adds a reading to a list whose first entry is the least of the last `window` seconds: what
+    /// expired and every entry no less than the new one go, so each entry is larger than those
+    /// before it and takes over as they expire. At most `leastEntries`, the least kept.
+    private static func keepLeast(_ entries: inout [(time: Double, delay: Double)], adding delay: Double, at now: Double, over window: Double) {
+        entries.removeAll { now - $0.time > window || $0.delay >= delay }
+        if entries.count >= leastEntries { entries.remove(at: 1) }
+        entries.append((now, delay))
     }
 }

@@ -279,6 +279,21 @@ import Testing
         #expect(abs((link.reportRoundTrip ?? 0) - 0.01) < 1e-9)
     }
 
+    /// A viewer that repeats one feedback, its arrivals later each time, makes every reading of
+    /// both least-delay lists larger than the last: they stay bounded, and keep their least.
+    @Test func aRepeatedFeedbackDoesNotGrowTheLeastDelays() throws {
+        var link = TransportFeedbackLink()
+        link.sent(sequence: 1, bytes: 1000, at: 0)
+        for index in 0..<5000 {
+            let now = 0.01 + Double(index) * 0.001
+            let packets: [TransportFeedback.Packet] = [.init(sequence: 1, arrival: Int64((1 + now) * 1e6))]
+            _ = link.receive(TransportFeedback(baseSequence: 1, feedbackCount: UInt8(truncatingIfNeeded: index), packets: packets), at: now)
+        }
+        #expect(link.leastDelay.count <= TransportFeedbackLink.leastEntries)
+        #expect(link.leastReportDelays.count <= TransportFeedbackLink.leastEntries)
+        #expect(abs((link.reportRoundTrip ?? 0) - 0.01) < 1e-9)
+    }
+
     @Test func lossIsCountedOverTheLastSecondAndLostPacketsAreNotDelivered() throws {
         // Feedback every 100 ms: two of the first ten lost.
         let observations = Self.run(200, lost: [3, 5]) { _ in 0.03 }
